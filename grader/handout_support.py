@@ -1,0 +1,88 @@
+"""What the public handout tests run: the grader's own cases, inputs and checks, in-process.
+
+A student's `pytest handout` uses the same input generator, the same float64 definitions and the
+same checks as the grader, so a test that passes locally passes the same public case when graded
+(the graded inputs are drawn with a secret seed, so they differ in values, never in kind).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+from grader.checks import case_label, check_call
+from grader.problems import REGISTRY
+from grader.problems.base import CallOutput, case_seed, generator, move_inputs
+from grader.spec import Case, load_assignment
+from grader.worker import changed_inputs, describe_outputs, input_bits, load_function
+
+PUBLIC_SECRET = "public"
+DOT_PROBLEMS = {"matmul", "flash_attention"}
+
+
+def cases_for(problem: str, suite: str, dtype: str | None, has_gpu: bool = True) -> list[Any]:
+    """pytest params for the public cases of `problem` in `suite` ("gpu", "cpu" or "benchmark")."""
+    spec = load_assignment(hidden=False).problem(problem)
+    if suite == "benchmark":
+        if not has_gpu:
+            return [pytest.param(None, marks=pytest.mark.skip(reason="benchmarks need a CUDA GPU"), id="no-gpu")]
+        cases = list(spec.benchmarks)
+    else:
+        cases = spec.suite_cases(suite, "public")
+    if dtype:
+        cases = [c for c in cases if getattr(c, "dtype", None) == dtype]
+    if not cases:
+        if suite == "cpu" and dtype == "bfloat16" and problem in DOT_PROBLEMS:
+            reason = (
+                "bfloat16 is not tested on CPU for this problem: Triton's interpreter computes tl.dot on "
+                "bfloat16 operands wrongly (it multiplies the raw bit patterns, an upstream limitation), so "
+                "a correct kernel would look wrong. Use float16/float32 on CPU; bfloat16 is tested on a GPU."
+            )
+        else:
+            reason = f"no public {suite} cases for {problem}" + (f" with dtype {dtype}" if dtype else "")
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
+    return [pytest.param(c, id=c.name) for c in cases]
+
+
+class CaseRunner:
+    """Loads submission modules once and checks cases against the float64 definitions."""
+
+    def __init__(self, submission: Path, device: str) -> None:
+        self.submission = submission.resolve()
+        self.device = device
+        self.spec = load_assignment(hidden=False)
+        self._functions: dict[str, Callable[..., Any]] = {}
+
+    def function(self, problem: str) -> Callable[..., Any]:
+        if problem not in self._functions:
+            p = self.spec.problem(problem)
+            if not (self.submission / f"{p.module}.py").is_file():
+                pytest.fail(f"{self.submission} has no {p.module}.py", pytrace=False)
+            self._functions[problem] = load_function(self.submission, p.module, p.function)
+        return self._functions[problem]
+
+    def check(self, problem: str, case: Case) -> None:
+        kind, spec = REGISTRY[problem], self.spec.problem(problem)
+        fn = self.function(problem)
+        for repeat in range(case.repeats):
+            inputs = kind.make_inputs(case, generator(case_seed(PUBLIC_SECRET, problem, case, repeat)))
+            expected = kind.expected(inputs, case)
+            on_device = move_inputs(inputs, self.device)
+            before = input_bits(on_device)
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+            try:
+                result: CallOutput | str = kind.call(fn, on_device, case)
+            except NotImplementedError as exc:
+                result = f"NotImplementedError: {exc}"
+            finally:
+                torch.use_deterministic_algorithms(False)
+            if isinstance(result, str):
+                pytest.fail(result, pytrace=False)
+            meta, payload = describe_outputs(result, on_device, self.device)
+            verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed_inputs(on_device, before))
+            if not verdict.passed:
+                pytest.fail(f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n{verdict.message}", pytrace=False)

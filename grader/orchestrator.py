@@ -1,0 +1,289 @@
+"""The trusted side of grading: the pipeline of DESIGN.md, one submission at a time.
+
+load spec -> check the submission -> correctness per problem (in workers) -> performance ->
+score -> the Result record. This module never imports the submission: it makes inputs and
+expected outputs, sends inputs to a worker, and judges the data that comes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from grader import protocol, scan, scoring
+from grader.checks import case_label, check_call
+from grader.problems import REGISTRY
+from grader.problems.base import case_seed, generator
+from grader.records import AssignmentRef, Environment, Performance, ProblemResult, Result, SubmissionRef, TestResult
+from grader.sandbox import SandboxConfig, Worker, WorkerDied, WorkerTimeout
+from grader.spec import Assignment, Case, Problem
+
+DEFAULT_SECRET = "local-default-secret"
+MAX_RESTARTS = 2
+
+
+@dataclass
+class GradeOptions:
+    device: str = "auto"
+    timeout: float | None = None
+    secret: str = DEFAULT_SECRET
+    worker_user: str = "nobody"
+    problems: list[str] | None = None
+    hide: list[Path] = field(default_factory=list)
+    time_performance: bool = True
+    student: str | None = None
+    progress: Callable[[str], None] | None = None
+
+
+def resolve_device(requested: str) -> str:
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for, but PyTorch sees no CUDA GPU on this machine")
+    return requested
+
+
+def submission_files(path: Path) -> list[Path]:
+    skip = {"__pycache__", ".git", ".ipynb_checkpoints"}
+    return sorted(p for p in path.rglob("*") if p.is_file() and not skip & set(p.relative_to(path).parts))
+
+
+def submission_hash(path: Path) -> str:
+    """Content hash over relative paths and bytes: the same files give the same hash anywhere."""
+    digest = hashlib.sha256()
+    for file in submission_files(path):
+        digest.update(str(file.relative_to(path)).encode() + b"\x00")
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def environment(device: str, isolation: str) -> Environment:
+    import triton
+
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    return Environment(
+        device=name,
+        torch=torch.__version__,
+        triton=triton.__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        isolation=isolation,
+        interpreter=device == "cpu",
+    )
+
+
+def _to(inputs: dict[str, Any], device: str) -> dict[str, Any]:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+class ProblemRun:
+    """Grades one problem: runs its cases in a worker, restarting it after a crash."""
+
+    def __init__(self, assignment: Assignment, problem: Problem, submission: Path, device: str, options: GradeOptions, config: SandboxConfig) -> None:
+        self.problem = problem
+        self.kind = REGISTRY[problem.name]
+        self.submission, self.device, self.options, self.config = submission, device, options, config
+        self.limit = options.timeout or problem.time_limit_s
+        self.deadline = 0.0
+        self.worker: Worker | None = None
+        self.restarts = 0
+        self.output: list[str] = []
+        self.cheat: str | None = None
+        self.fatal: str | None = None
+        self.isolation = ""
+
+    # -- worker lifecycle ------------------------------------------------------------------------
+
+    def _start_worker(self) -> None:
+        worker = Worker(self.config, self.submission, self.problem.name, self.problem.module, self.problem.function)
+        self.isolation = worker.plan.level
+        self.worker = worker
+        header = worker.wait_ready(self.deadline)
+        if header.get("status") == "import_error":
+            self._stop_worker()
+            self.fatal = f"could not load {self.problem.module}.{self.problem.function}: {header.get('message')}"
+            tb = header.get("traceback")
+            if tb:
+                self.fatal += f"\n{tb}"
+        elif header.get("status") != "ready":
+            self._stop_worker()
+            self.fatal = f"the worker sent an unexpected greeting: {str(header)[:200]}"
+
+    def _stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            text = self.worker.output()
+            if text:
+                self.output.append(text)
+            self.worker = None
+
+    # -- one call ---------------------------------------------------------------------------------
+
+    def _call(self, case: Case, repeat: int) -> tuple[bool, str]:
+        """(passed, message) for one call with fresh inputs."""
+        seed = case_seed(self.options.secret, self.problem.name, case, repeat)
+        inputs = self.kind.make_inputs(case, generator(seed))
+        expected = self.kind.expected(_to(inputs, self.device), case)
+        max_blob = sum(t.numel() * 8 for t in expected.values()) + (1 << 20)
+        if self.worker is None:
+            self._start_worker()
+            if self.fatal:
+                return False, self.fatal
+        assert self.worker is not None
+        header = {"op": "call", "case": case.model_dump(), "profile": True}
+        reply, blob = self.worker.call(header, protocol.pack_tensors(inputs), self.deadline, max_blob)
+        if reply.get("status") == "error":
+            if reply.get("fatal"):
+                self._stop_worker()
+            return False, f"{reply.get('message')}\n{reply.get('traceback', '')}".strip()
+        if reply.get("status") != "ok":
+            raise protocol.ProtocolError(f"unexpected reply status {reply.get('status')!r}")
+        payload = protocol.unpack_tensors(blob)
+        if not isinstance(payload, dict):
+            raise protocol.ProtocolError("the reply's payload is not a mapping of outputs")
+        self._check_kernel_use(reply, case)
+        verdict = check_call(self.kind, self.problem, case, self.device, expected, payload, reply.get("meta") or {}, list(reply.get("inputs_changed") or []))
+        return verdict.passed, verdict.message
+
+    def _check_kernel_use(self, reply: dict[str, Any], case: Case) -> None:
+        if self.cheat:
+            return
+        profile = reply.get("profile") or {}
+        used = [op for op in profile.get("aten_ops", []) if op in self.problem.forbidden_ops]
+        if used:
+            self.cheat = f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {self.problem.title} must be computed by your own Triton kernel"
+        elif not reply.get("triton_launches"):
+            self.cheat = f"no Triton kernel was launched in case {case.name}: {self.problem.title} must be computed by a Triton kernel"
+
+    # -- the problem ------------------------------------------------------------------------------
+
+    def run(self) -> ProblemResult:
+        start = time.monotonic()
+        self.deadline = start + self.limit
+        suite = "gpu" if self.device == "cuda" else "cpu"
+        cases = self.problem.suite_cases(suite)
+        tests: list[TestResult] = []
+        stop_reason: str | None = None
+        for case in cases:
+            test_start = time.monotonic()
+            label = case_label(self.kind, case)
+            status, message = "passed", ""
+            if stop_reason:
+                status, message = "error", f"not run: {stop_reason}"
+            else:
+                for repeat in range(case.repeats):
+                    try:
+                        passed, text = self._call(case, repeat)
+                    except WorkerTimeout:
+                        stop_reason = f"the problem's time limit of {self.limit:g} s ran out (during case {case.name})"
+                        status, message = "error", stop_reason
+                        self._stop_worker()
+                        break
+                    except WorkerDied as died:
+                        self.restarts += 1
+                        self._stop_worker()
+                        status, message = "error", f"{died.reason} during case {case.name}"
+                        if self.restarts > MAX_RESTARTS:
+                            stop_reason = f"the worker crashed {self.restarts} times"
+                        break
+                    except protocol.ProtocolError as exc:
+                        self._stop_worker()
+                        status, message = "error", f"the worker sent malformed data: {exc}"
+                        break
+                    if self.fatal:
+                        stop_reason = "the submission could not be loaded"
+                        status, message = "error", self.fatal
+                        break
+                    if not passed:
+                        status, message = "failed", f"call {repeat + 1} of {case.repeats}: {text}"
+                        break
+            tests.append(
+                TestResult(
+                    name=f"{self.problem.name}: {case.name}",
+                    status=status,  # type: ignore[arg-type]
+                    score=0.0,
+                    max_score=0.0,
+                    message=message,
+                    visibility=case.visibility,
+                    case=label,
+                    duration_s=round(time.monotonic() - test_start, 3),
+                )
+            )
+            if self.options.progress:
+                self.options.progress(f"{self.problem.name}: {case.name} {status}")
+        self._stop_worker()
+        return self._result(cases, tests, time.monotonic() - start)
+
+    def _result(self, cases: list[Case], tests: list[TestResult], duration: float) -> ProblemResult:
+        scoring.assign_case_points(self.problem, cases, tests, cheated=self.cheat is not None)
+        if self.cheat:
+            tests.append(TestResult(name=f"{self.problem.name}: kernel check", status="failed", score=0, max_score=0, message=self.cheat))
+        performance = Performance(
+            status="not_measured",
+            reason="no GPU: performance is measured only on a CUDA GPU" if self.device == "cpu" else "timing is not available yet",
+            max_score=self.problem.points.performance,
+        )
+        result = ProblemResult(
+            name=self.problem.name,
+            title=self.problem.title,
+            score=0.0,
+            max_score=self.problem.max_score,
+            status="skipped",
+            message=self.cheat or (self.fatal or ""),
+            tests=tests,
+            performance=performance,
+            output="\n".join(self.output)[-20000:],
+            duration_s=round(duration, 3),
+        )
+        if not cases:
+            result.message = f"no {'GPU' if self.device == 'cuda' else 'CPU'} cases: not yet part of the assignment"
+        return scoring.finish_problem(result, fatal=self.fatal is not None)
+
+
+def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Result:
+    """Grade one submission folder; never raises for anything the submission does."""
+    started = time.monotonic()
+    submission = submission.resolve()
+    device = resolve_device(options.device)
+    config = SandboxConfig(device=device, hide=options.hide, worker_user=options.worker_user)
+    warnings: list[str] = []
+    if options.secret == DEFAULT_SECRET and assignment.has_hidden_cases:
+        warnings.append("graded with the default secret: inputs are predictable; set GRADER_SECRET for real grading")
+    findings = scan.scan_submission(submission)
+    problems = []
+    isolation = ""
+    for problem in assignment.problems:
+        if options.problems and problem.name not in options.problems:
+            continue
+        run = ProblemRun(assignment, problem, submission, device, options, config)
+        result = run.run()
+        result.findings = [f for f in findings if f.file.removesuffix(".py") == problem.module]
+        isolation = run.isolation or isolation
+        problems.append(result)
+    total = sum(p.score for p in problems)
+    pending = sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured")
+    return Result(
+        assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
+        submission=SubmissionRef(
+            path=str(submission),
+            sha256=submission_hash(submission),
+            student=options.student,
+            files=[str(p.relative_to(submission)) for p in submission_files(submission)][:200],
+        ),
+        environment=environment(device, isolation),
+        score=round(total, 4),
+        max_score=assignment.max_score if not options.problems else sum(p.max_score for p in problems),
+        pending_score=round(pending, 4),
+        duration_s=round(time.monotonic() - started, 3),
+        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        warnings=warnings,
+        problems=problems,
+    )
+

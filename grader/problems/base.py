@@ -1,0 +1,133 @@
+"""What every problem provides: how to make inputs, the float64 definition, and how to call a kernel.
+
+A problem module is the only place that knows a problem's argument list and outputs. The
+orchestrator uses `make_inputs` and `expected`; the worker (and the handout tests, in-process)
+use `call`. Keeping these three side by side is what lets a new problem be added in one file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import torch
+
+from grader.spec import Case
+
+Watch = Callable[[], AbstractContextManager[Any]]
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+def case_seed(secret: str, problem: str, case: Case, repeat: int) -> int:
+    """A 63-bit seed from the secret, the case and the repeat: unpredictable without the secret."""
+    text = f"{secret}\x00{problem}\x00{case.name}\x00{case.seed}\x00{repeat}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
+
+
+def generator(seed: int) -> torch.Generator:
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed)
+    return gen
+
+
+def with_layout(t: torch.Tensor, layout: str, gen: torch.Generator) -> torch.Tensor:
+    """Return a tensor equal to `t` whose memory layout is `layout` (values unchanged).
+
+    - contiguous: as is
+    - transposed: the last two dims swapped in memory (a column-major view)
+    - strided: a view into a larger buffer, every other element along the last dim
+    - offset: a view that starts partway into its storage (catches kernels that ignore offsets)
+    """
+    if layout == "contiguous":
+        return t.contiguous()
+    if layout == "transposed":
+        if t.dim() < 2:
+            return t.contiguous()
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if layout == "strided":
+        big = torch.randn(*t.shape[:-1], t.shape[-1] * 2, generator=gen).to(t.dtype)
+        view = big[..., ::2]
+        view.copy_(t)
+        return view
+    if layout == "offset":
+        flat = torch.randn(t.numel() + 7, generator=gen).to(t.dtype)
+        view = flat[7:].view(t.shape)
+        view.copy_(t)
+        return view
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def move(t: torch.Tensor, device: str) -> torch.Tensor:
+    """Copy `t` to `device` keeping its exact strides and storage offset (`.to` may not)."""
+    if t.device.type == device:
+        return t
+    storage = t.untyped_storage()
+    moved = torch.empty(storage.nbytes() // t.element_size(), dtype=t.dtype, device=device)
+    moved.view(torch.uint8).copy_(torch.empty(0, dtype=torch.uint8).set_(storage))
+    return moved.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def move_inputs(inputs: dict[str, Any], device: str) -> dict[str, Any]:
+    return {k: move(v, device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def describe_tensor(t: torch.Tensor) -> str:
+    return f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} strides={tuple(t.stride())}"
+
+
+@dataclass
+class CallOutput:
+    """What one call of a student function produced, before any check.
+
+    `outputs` are the tensors to compare (name -> tensor, on the call's device); `notes` holds
+    facts the checker needs about the returned objects that copying would erase (its exact type).
+    """
+
+    outputs: dict[str, Any]
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+class ProblemKind:
+    """Base class of the four problems. Subclasses set `name`, `case_model`, `output_names`."""
+
+    name: ClassVar[str]
+    case_model: ClassVar[type[Case]]
+    output_names: ClassVar[tuple[str, ...]]
+    #: the dtype a case's outputs should have, per output name ("input" = the case's dtype)
+    output_dtypes: ClassVar[dict[str, str]] = {}
+
+    def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
+        """Fresh inputs on the CPU for one call (tensors and plain keyword values)."""
+        raise NotImplementedError
+
+    def expected(self, inputs: dict[str, Any], case: Case) -> dict[str, torch.Tensor]:
+        """The float64 definition applied to the inputs: what the outputs must match."""
+        raise NotImplementedError
+
+    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
+        """Run the student's function on inputs already on the target device.
+
+        `watch()` wraps the part of the call in which forbidden PyTorch ops are looked for.
+        """
+        raise NotImplementedError
+
+    def describe(self, case: Case) -> str:
+        """A one-line description of a case for messages: shape, dtype, layout, flags."""
+        fields = case.model_dump(exclude={"name", "suite", "seed", "repeats", "weight", "visibility"})
+        return ", ".join(f"{k}={v}" for k, v in fields.items())
+
+    def expected_dtype(self, output: str, case: Case) -> torch.dtype:
+        want = self.output_dtypes.get(output, "input")
+        return TORCH_DTYPES[getattr(case, "dtype")] if want == "input" else TORCH_DTYPES[want]
+
+    # Performance model (used for roofline floors and achieved rates).
+    def work(self, case: Case) -> tuple[float, float]:
+        """(bytes moved at least once, floating-point operations) of one call."""
+        raise NotImplementedError

@@ -1,0 +1,118 @@
+"""FlashAttention-2: forward (Triton), the saved logsumexp, and the gradients from backward."""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import Any, Callable, Literal
+
+import torch
+from pydantic import Field
+
+from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch
+from grader.spec import Case, DType
+
+
+class AttentionCase(Case):
+    b: int = Field(ge=1)
+    h: int = Field(ge=1)
+    nq: int = Field(ge=1)
+    nk: int = Field(ge=1)
+    d: Literal[16, 32, 64, 128]
+    dtype: DType
+    causal: bool = False
+    #: "bnhd": q, k, v are (B, H, N, D) views of (B, N, H, D) memory, as after a head split
+    layout: Literal["contiguous", "bnhd"] = "contiguous"
+
+
+def attention_definition(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax(q k^T / sqrt(D)) v and the natural-log logsumexp of each row of scaled scores.
+
+    Causal is top-left aligned: query i sees keys j <= i.
+    """
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        nq, nk = scores.shape[-2:]
+        hidden = torch.ones(nq, nk, dtype=torch.bool, device=q.device).triu(diagonal=1)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.exp(scores - lse.unsqueeze(-1)) @ v, lse
+
+
+def find_saved_lse(out: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor | None:
+    """Look through the autograd graph just behind `out` for a saved float32 tensor of `shape`."""
+    frontier = [getattr(out, "grad_fn", None)]
+    for _ in range(4):
+        nxt = []
+        for node in frontier:
+            if node is None:
+                continue
+            try:
+                saved = node.saved_tensors
+            except (AttributeError, RuntimeError):
+                saved = ()
+            for t in saved:
+                if isinstance(t, torch.Tensor) and tuple(t.shape) == shape and t.dtype == torch.float32:
+                    return t
+            nxt.extend(fn for fn, _ in getattr(node, "next_functions", ()))
+        frontier = nxt
+    return None
+
+
+class FlashAttention(ProblemKind):
+    name = "flash_attention"
+    case_model = AttentionCase
+    output_names = ("o", "lse", "dq", "dk", "dv")
+    output_dtypes = {"lse": "float32"}
+
+    def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
+        assert isinstance(case, AttentionCase)
+        dtype = TORCH_DTYPES[case.dtype]
+
+        def make(n: int) -> torch.Tensor:
+            if case.layout == "bnhd":
+                return torch.randn(case.b, n, case.h, case.d, generator=gen).to(dtype).transpose(1, 2)
+            return torch.randn(case.b, case.h, n, case.d, generator=gen).to(dtype)
+
+        return {
+            "q": make(case.nq),
+            "k": make(case.nk),
+            "v": make(case.nk),
+            "grad_out": torch.randn(case.b, case.h, case.nq, case.d, generator=gen).to(dtype),
+            "is_causal": case.causal,
+        }
+
+    def expected(self, inputs: dict[str, Any], case: Case) -> dict[str, torch.Tensor]:
+        q, k, v = (inputs[n].double().requires_grad_(True) for n in ("q", "k", "v"))
+        with torch.enable_grad():
+            o, lse = attention_definition(q, k, v, inputs["is_causal"])
+            dq, dk, dv = torch.autograd.grad(o, (q, k, v), inputs["grad_out"].double())
+        return {"o": o.detach(), "lse": lse.detach(), "dq": dq, "dk": dk, "dv": dv}
+
+    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
+        q, k, v = (inputs[n].detach().requires_grad_(True) for n in ("q", "k", "v"))
+        with torch.enable_grad():
+            with watch():
+                out = fn(q, k, v, is_causal=inputs["is_causal"])
+            if not isinstance(out, torch.Tensor):
+                return CallOutput({"o": out}, {"o": "flash_attention did not return a tensor; backward not run"})
+            lse = find_saved_lse(out, tuple(q.shape[:3]))
+            notes = {} if lse is not None else {
+                "lse": f"no float32 tensor of shape {tuple(q.shape[:3])} among the tensors saved by forward "
+                "(ctx.save_for_backward must keep the logsumexp L)"
+            }
+            if lse is not None:
+                lse = lse.detach().clone()
+            if out.grad_fn is None:
+                return CallOutput({"o": out.detach(), "lse": lse}, {**notes, "dq": "the output has no grad_fn: backward is not connected"})
+            out.backward(inputs["grad_out"])
+        return CallOutput({"o": out.detach(), "lse": lse, "dq": q.grad, "dk": k.grad, "dv": v.grad}, notes)
+
+    def work(self, case: Case) -> tuple[float, float]:
+        assert isinstance(case, AttentionCase)
+        size = TORCH_DTYPES[case.dtype].itemsize
+        tensors = case.b * case.h * case.d * (2 * case.nq + 2 * case.nk)
+        flops = 4.0 * case.b * case.h * case.nq * case.nk * case.d * 3.5
+        if case.causal:
+            flops /= 2
+        return float(tensors * size), flops

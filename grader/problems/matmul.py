@@ -1,0 +1,65 @@
+"""Tiled matrix multiplication (M, K) @ (K, N), optionally with GeLU fused into the epilogue."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any, Callable, Literal
+
+import torch
+from pydantic import Field
+
+from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, with_layout
+from grader.problems.gelu import gelu_definition
+from grader.spec import Case, DType
+
+Layout = Literal["contiguous", "transposed", "strided"]
+
+
+class MatmulCase(Case):
+    m: int = Field(ge=1)
+    n: int = Field(ge=1)
+    k: int = Field(ge=1)
+    dtype: DType
+    activation: Literal["none", "gelu"] = "none"
+    layout_a: Layout = "contiguous"
+    layout_b: Layout = "contiguous"
+
+
+def matmul_definition(a: torch.Tensor, b: torch.Tensor, activation: str | None) -> torch.Tensor:
+    out = a @ b
+    return gelu_definition(out) if activation == "gelu" else out
+
+
+class Matmul(ProblemKind):
+    name = "matmul"
+    case_model = MatmulCase
+    output_names = ("out",)
+
+    def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
+        assert isinstance(case, MatmulCase)
+        dtype = TORCH_DTYPES[case.dtype]
+        # scaled so that every output element has unit variance whatever K is
+        scale = case.k ** -0.25
+        a = (torch.randn(case.m, case.k, generator=gen) * scale).to(dtype)
+        b = (torch.randn(case.k, case.n, generator=gen) * scale).to(dtype)
+        return {
+            "a": with_layout(a, case.layout_a, gen),
+            "b": with_layout(b, case.layout_b, gen),
+            "activation": None if case.activation == "none" else case.activation,
+        }
+
+    def expected(self, inputs: dict[str, Any], case: Case) -> dict[str, torch.Tensor]:
+        return {"out": matmul_definition(inputs["a"].double(), inputs["b"].double(), inputs["activation"])}
+
+    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
+        with watch():
+            if inputs["activation"] is None:
+                out = fn(inputs["a"], inputs["b"])
+            else:
+                out = fn(inputs["a"], inputs["b"], activation=inputs["activation"])
+        return CallOutput({"out": out})
+
+    def work(self, case: Case) -> tuple[float, float]:
+        assert isinstance(case, MatmulCase)
+        size = TORCH_DTYPES[case.dtype].itemsize
+        return float(case.m * case.k + case.k * case.n + case.m * case.n) * size, 2.0 * case.m * case.n * case.k

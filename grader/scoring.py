@@ -1,0 +1,53 @@
+"""Points: correctness per case weight, performance from the speed ratio, problem status."""
+
+from __future__ import annotations
+
+import math
+
+from grader.records import ProblemResult, TestResult
+from grader.spec import Case, Problem, Thresholds
+
+
+def assign_case_points(problem: Problem, cases: list[Case], tests: list[TestResult], cheated: bool) -> None:
+    """Split the problem's correctness points over its cases by weight; a cheat earns nothing."""
+    total = sum(c.weight for c in cases)
+    for case, test in zip(cases, tests):
+        test.max_score = round(problem.points.correctness * case.weight / total, 4) if total else 0.0
+        test.score = test.max_score if test.status == "passed" and not cheated else 0.0
+
+
+def performance_fraction(thresholds: Thresholds, ratio: float) -> float:
+    """Fraction of the performance points for a speed ratio t_reference / t_student."""
+    if thresholds.tiers:
+        reached = [t.fraction for t in thresholds.tiers if ratio >= t.ratio]
+        return max(reached, default=0.0)
+    if ratio >= thresholds.full_at:
+        return 1.0
+    if ratio <= thresholds.zero_at:
+        return 0.0
+    return (ratio - thresholds.zero_at) / (thresholds.full_at - thresholds.zero_at)
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def finish_problem(result: ProblemResult, fatal: bool) -> ProblemResult:
+    """Total the problem's score and set its status from its tests."""
+    correctness = sum(t.score for t in result.tests)
+    performance = result.performance.score if result.performance and result.performance.score is not None else 0.0
+    result.score = round(correctness + performance, 4)
+    graded = [t for t in result.tests if t.max_score > 0 or t.status != "skipped"]
+    passed = [t for t in graded if t.status == "passed"]
+    failed_check = any(t.name.endswith("kernel check") for t in result.tests)
+    if fatal:
+        result.status = "error"
+    elif not graded:
+        result.status = "skipped"
+    elif failed_check or not passed:
+        result.status = "failed"
+    elif len(passed) == len(graded):
+        result.status = "passed"
+    else:
+        result.status = "partial"
+    return result

@@ -1,0 +1,232 @@
+"""The assignment as data: pydantic models for `assignment/assignment.toml` and its hidden cases.
+
+The spec is the single source of truth for problems, points, cases, tolerances and timing
+thresholds. Problem-specific case fields (shapes, dtypes, causal flags) are validated by the
+case model that each problem module declares, so a typo in a case is caught at load time with
+the file and the key that was wrong, not deep inside a kernel call.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DTYPES = ("float32", "float16", "bfloat16")
+DType = Literal["float32", "float16", "bfloat16"]
+Suite = Literal["gpu", "cpu"]
+Visibility = Literal["public", "hidden"]
+
+DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "assignment" / "assignment.toml"
+HIDDEN_NAME = "hidden_cases.toml"
+
+
+class SpecError(Exception):
+    """A malformed assignment file: the message names the file, the key and what was expected."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Points(Strict):
+    correctness: float = Field(ge=0)
+    performance: float = Field(ge=0)
+
+
+class Tolerance(Strict):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class Tier(Strict):
+    ratio: float = Field(gt=0)
+    fraction: float = Field(ge=0, le=1)
+
+
+class Thresholds(Strict):
+    """Turns a speed ratio (t_reference / t_student) into a fraction of the performance points.
+
+    Linear: full credit at or above `full_at`, none at or below `zero_at`, linear in between.
+    Tiers: the fraction of the highest tier whose ratio is reached (tiers override linear).
+    """
+
+    full_at: float = Field(default=1.0, gt=0)
+    zero_at: float = Field(default=0.25, ge=0)
+    tiers: list[Tier] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Thresholds":
+        if self.zero_at >= self.full_at:
+            raise ValueError(f"zero_at ({self.zero_at}) must be below full_at ({self.full_at})")
+        return self
+
+
+class Case(Strict):
+    """One correctness case. Problem modules subclass this with their own fields."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    suite: Suite = "gpu"
+    seed: int = 0
+    repeats: int = Field(default=2, ge=1, le=10)
+    weight: float = Field(default=1.0, gt=0)
+    visibility: Visibility = "public"
+
+
+class Problem(Strict):
+    name: str = Field(pattern=r"^[a-z_]+$")
+    title: str
+    module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    writeup_section: str
+    points: Points
+    time_limit_s: float = Field(gt=0)
+    forbidden_ops: list[str] = Field(default_factory=list)
+    tolerance: dict[str, dict[DType, Tolerance]]
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    cases: list[Case] = Field(default_factory=list)
+    benchmarks: list[Case] = Field(default_factory=list)
+
+    @field_validator("tolerance")
+    @classmethod
+    def _has_default(cls, value: dict[str, dict[str, Tolerance]]) -> dict[str, dict[str, Tolerance]]:
+        if "default" not in value:
+            raise ValueError("needs a [tolerance.default] table with one entry per dtype")
+        missing = [d for d in DTYPES if d not in value["default"]]
+        if missing:
+            raise ValueError(f"tolerance.default lacks {', '.join(missing)}")
+        return value
+
+    def tolerance_for(self, output: str, dtype: str) -> Tolerance:
+        return self.tolerance.get(output, {}).get(dtype) or self.tolerance["default"][dtype]  # type: ignore[index]
+
+    def suite_cases(self, suite: str, visibility: str | None = None) -> list[Case]:
+        return [c for c in self.cases if c.suite == suite and (visibility is None or c.visibility == visibility)]
+
+    @property
+    def max_score(self) -> float:
+        return self.points.correctness + self.points.performance
+
+
+class AssignmentInfo(Strict):
+    name: str
+    version: str
+    title: str
+    writeup: str = "assignment/README.md"
+
+
+class Assignment(Strict):
+    assignment: AssignmentInfo
+    problems: list[Problem]
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Assignment":
+        names = [p.name for p in self.problems]
+        if len(set(names)) != len(names):
+            raise ValueError(f"problem names must be unique, got {names}")
+        for p in self.problems:
+            case_names = [c.name for c in p.cases]
+            dup = {n for n in case_names if case_names.count(n) > 1}
+            if dup:
+                raise ValueError(f"problem {p.name!r} repeats case names {sorted(dup)}")
+        return self
+
+    def problem(self, name: str) -> Problem:
+        for p in self.problems:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def max_score(self) -> float:
+        return sum(p.max_score for p in self.problems)
+
+    @property
+    def has_hidden_cases(self) -> bool:
+        return any(c.visibility == "hidden" for p in self.problems for c in p.cases)
+
+
+def _format_errors(path: Path, err: ValidationError, prefix: str = "") -> str:
+    lines = [f"{path}: invalid assignment spec"]
+    for e in err.errors():
+        loc = prefix + ".".join(str(x) for x in e["loc"])
+        got = e.get("input")
+        got_text = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"  - {loc}: {e['msg']}{got_text}")
+    return "\n".join(lines)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"{path}: assignment file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _typed_cases(path: Path, prob: dict[str, Any], key: str, raw_cases: list[Any], visibility: str) -> list[Case]:
+    """Validate raw case tables with the problem's own case model."""
+    from grader.problems import REGISTRY  # local import: problems import torch
+
+    name = prob.get("name")
+    kind = REGISTRY.get(name) if isinstance(name, str) else None
+    if kind is None:
+        known = ", ".join(sorted(REGISTRY))
+        raise SpecError(f"{path}: problems.name = {name!r} is not a known problem (expected one of: {known})")
+    if not isinstance(raw_cases, list):
+        raise SpecError(f"{path}: problems[{name}].{key} must be an array of tables")
+    cases: list[Case] = []
+    for i, raw in enumerate(raw_cases):
+        if not isinstance(raw, dict):
+            raise SpecError(f"{path}: problems[{name}].{key}[{i}] must be a table")
+        raw = {"visibility": visibility, **raw}
+        try:
+            cases.append(kind.case_model.model_validate(raw))
+        except ValidationError as exc:
+            label = raw.get("name", i)
+            raise SpecError(_format_errors(path, exc, prefix=f"problems[{name}].{key}[{label}].")) from None
+    return cases
+
+
+def load_assignment(path: Path | str = DEFAULT_SPEC, hidden: Path | str | None | Literal[False] = None) -> Assignment:
+    """Load and validate the spec; merge the hidden cases file beside it unless `hidden=False`.
+
+    The hidden cases live in their own file so that the student export can leave them out and the
+    Docker image can make them readable by root only.
+    """
+    path = Path(path)
+    data = _read_toml(path)
+    hidden_path = None if hidden is False else Path(hidden) if hidden else path.with_name(HIDDEN_NAME)
+    hidden_data: dict[str, Any] = {}
+    if hidden_path is not None and hidden_path.exists():
+        hidden_data = _read_toml(hidden_path)
+        unknown = set(hidden_data) - {"hidden"}
+        if unknown:
+            raise SpecError(f"{hidden_path}: unexpected top-level keys {sorted(unknown)} (expected only [[hidden.<problem>]])")
+
+    problems = data.get("problems")
+    if not isinstance(problems, list) or not problems:
+        raise SpecError(f"{path}: key 'problems' must be a non-empty array of tables ([[problems]])")
+    hidden_by_problem = hidden_data.get("hidden", {})
+    if not isinstance(hidden_by_problem, dict):
+        raise SpecError(f"{hidden_path}: 'hidden' must be a table of arrays ([[hidden.<problem>]])")
+    names = {p.get("name") for p in problems if isinstance(p, dict)}
+    for extra in set(hidden_by_problem) - names:
+        raise SpecError(f"{hidden_path}: hidden.{extra} names no problem in {path.name}")
+
+    built = []
+    for i, prob in enumerate(problems):
+        if not isinstance(prob, dict):
+            raise SpecError(f"{path}: problems[{i}] must be a table")
+        prob = dict(prob)
+        cases = _typed_cases(path, prob, "cases", prob.pop("cases", []), "public")
+        cases += _typed_cases(hidden_path or path, prob, "hidden", hidden_by_problem.get(prob.get("name"), []), "hidden")
+        benchmarks = _typed_cases(path, prob, "benchmarks", prob.pop("benchmarks", []), "public")
+        built.append({**prob, "cases": cases, "benchmarks": benchmarks})
+    try:
+        return Assignment.model_validate({**data, "problems": built})
+    except ValidationError as exc:
+        raise SpecError(_format_errors(path, exc)) from None

@@ -1,0 +1,52 @@
+"""Rich tables for the terminal: one submission's problems, or a whole batch."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from grader.records import Result
+
+STYLE = {"passed": "green", "partial": "yellow", "failed": "red", "error": "red", "skipped": "dim"}
+
+
+def _pts(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}" if float(x).is_integer() else f"{x:.2f}"
+
+
+def print_result(result: Result, console: Console) -> None:
+    table = Table(title=f"{result.submission.student or result.submission.path}  ({result.environment.device})")
+    for col in ("problem", "status", "tests passed", "performance", "score"):
+        table.add_column(col)
+    for p in result.problems:
+        graded = [t for t in p.tests if t.max_score > 0]
+        perf = p.performance
+        perf_text = "" if perf is None else (f"{_pts(perf.score)} / {_pts(perf.max_score)}" if perf.status == "measured" else perf.status.replace("_", " "))
+        table.add_row(
+            p.name,
+            f"[{STYLE[p.status]}]{p.status}[/]",
+            f"{sum(t.status == 'passed' for t in graded)} / {len(graded)}",
+            perf_text,
+            f"{_pts(p.score)} / {_pts(p.max_score)}",
+        )
+    table.add_section()
+    table.add_row("total", "", "", "", f"[bold]{_pts(result.score)} / {_pts(result.max_score)}[/]")
+    console.print(table)
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def batch_table(rows: list[dict[str, object]], problems: list[str]) -> Table:
+    table = Table(title="batch summary")
+    for col in ["student", "status", *problems, "total", "time (s)"]:
+        table.add_column(col)
+    for row in rows:
+        status = str(row.get("status", ""))
+        table.add_row(
+            str(row["student"]),
+            f"[{'green' if status == 'graded' else 'red'}]{status}[/]",
+            *[str(row.get(p, "")) for p in problems],
+            str(row.get("total", "")),
+            str(row.get("duration_s", "")),
+        )
+    return table

@@ -1,0 +1,12 @@
+"""Public tests for problem 1 (GeLU): your kernel against the float64 definition.
+
+Each case calls your function twice with fresh random inputs of the case's shape, dtype and
+layout, and checks the output's type, shape, dtype and device, that every element was written,
+that NaN/inf land where they should, and that the values are within the spec's tolerance.
+"""
+
+PROBLEM = "gelu"
+
+
+def test_matches_definition(case, check):
+    check(case)

@@ -1,0 +1,1 @@
+"""Staff reference solutions (Triton). Never shipped to students."""
