@@ -110,7 +110,7 @@ class ProblemRun:
             self._stop_worker()
             self.fatal = f"could not load {self.problem.module}.{self.problem.function}: {header.get('message')}"
             tb = header.get("traceback")
-            if tb:
+            if tb and tb.strip() not in self.fatal:
                 self.fatal += f"\n{tb}"
         elif header.get("status") != "ready":
             self._stop_worker()
@@ -222,7 +222,7 @@ class ProblemRun:
         return self._result(cases, tests, time.monotonic() - start)
 
     def _result(self, cases: list[Case], tests: list[TestResult], duration: float) -> ProblemResult:
-        scoring.assign_case_points(self.problem, cases, tests, cheated=self.cheat is not None)
+        scoring.assign_case_points(self.problem, cases, tests, cheat=self.cheat)
         if self.cheat:
             tests.append(TestResult(name=f"{self.problem.name}: kernel check", status="failed", score=0, max_score=0, message=self.cheat))
         performance = Performance(

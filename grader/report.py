@@ -36,7 +36,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 def _jinja() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
-    env.filters["pts"] = lambda x: "–" if x is None else f"{x:g}" if float(x).is_integer() else f"{x:.2f}"
+    env.filters["pts"] = lambda x: "–" if x is None else f"{round(x, 2):g}"
     return env
 
 

@@ -8,12 +8,14 @@ from grader.records import ProblemResult, TestResult
 from grader.spec import Case, Problem, Thresholds
 
 
-def assign_case_points(problem: Problem, cases: list[Case], tests: list[TestResult], cheated: bool) -> None:
+def assign_case_points(problem: Problem, cases: list[Case], tests: list[TestResult], cheat: str | None) -> None:
     """Split the problem's correctness points over its cases by weight; a cheat earns nothing."""
     total = sum(c.weight for c in cases)
     for case, test in zip(cases, tests):
         test.max_score = round(problem.points.correctness * case.weight / total, 4) if total else 0.0
-        test.score = test.max_score if test.status == "passed" and not cheated else 0.0
+        if cheat and test.status == "passed":
+            test.status, test.message = "failed", f"right values, but the kernel check failed: {cheat}"
+        test.score = test.max_score if test.status == "passed" else 0.0
 
 
 def performance_fraction(thresholds: Thresholds, ratio: float) -> float:
@@ -40,7 +42,7 @@ def finish_problem(result: ProblemResult, fatal: bool) -> ProblemResult:
     graded = [t for t in result.tests if t.max_score > 0 or t.status != "skipped"]
     passed = [t for t in graded if t.status == "passed"]
     failed_check = any(t.name.endswith("kernel check") for t in result.tests)
-    if fatal:
+    if fatal or (graded and all(t.status == "error" for t in graded)):
         result.status = "error"
     elif not graded:
         result.status = "skipped"

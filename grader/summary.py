@@ -11,7 +11,7 @@ STYLE = {"passed": "green", "partial": "yellow", "failed": "red", "error": "red"
 
 
 def _pts(x: float | None) -> str:
-    return "-" if x is None else f"{x:g}" if float(x).is_integer() else f"{x:.2f}"
+    return "-" if x is None else f"{round(x, 2):g}"
 
 
 def print_result(result: Result, console: Console) -> None:

@@ -59,15 +59,19 @@ def _trim(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE // 2] + "\n[...]\n" + text[-MAX_MESSAGE // 2 :]
 
 
-def _describe_exception(exc: BaseException) -> dict[str, Any]:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-12))
+def _describe_exception(exc: BaseException, submission: Path) -> dict[str, Any]:
+    """The error as a student should see it: their own frames only, paths relative to the submission."""
+    root = str(submission) + os.sep
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(root)]
+    tb = "".join(traceback.format_list(frames[-10:])) + "".join(traceback.format_exception_only(type(exc), exc))
+    tb = tb.replace(root, "")
     kind = type(exc).__name__
     if isinstance(exc, SystemExit):
         summary = f"the submission called sys.exit({exc.code!r})"
     elif isinstance(exc, KeyboardInterrupt):
         summary = "the submission raised KeyboardInterrupt"
     else:
-        summary = f"{kind}: {exc}"
+        summary = f"{kind}: {exc}".replace(root, "")
     text = str(exc)
     fatal = isinstance(exc, torch.OutOfMemoryError) or "CUDA error" in text or "illegal memory access" in text
     return {"status": "error", "type": kind, "message": _trim(summary), "traceback": _trim(tb), "fatal": fatal}
@@ -152,7 +156,7 @@ def _profiled(record: dict[str, Any], device: str) -> Iterator[None]:
     record["triton_launches"] = LaunchCounter.count - start
 
 
-def handle_call(problem_name: str, fn: Callable[..., Any], header: dict[str, Any], blob: bytes, device: str) -> tuple[dict[str, Any], bytes]:
+def handle_call(problem_name: str, fn: Callable[..., Any], header: dict[str, Any], blob: bytes, device: str, submission: Path) -> tuple[dict[str, Any], bytes]:
     problem = REGISTRY[problem_name]
     case = problem.case_model.model_validate(header["case"])
     inputs = protocol.unpack_tensors(blob, map_location=device)
@@ -169,7 +173,7 @@ def handle_call(problem_name: str, fn: Callable[..., Any], header: dict[str, Any
             torch.cuda.synchronize()
         meta, payload = describe_outputs(result, inputs, device)
     except BaseException as exc:  # noqa: BLE001 - the student's error is a result to report
-        return _describe_exception(exc), b""
+        return _describe_exception(exc, submission), b""
     changed = changed_inputs(inputs, before)
     reply = {
         "status": "ok",
@@ -189,7 +193,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         fn = load_function(Path(args.submission), args.module, args.function)
     except BaseException as exc:  # noqa: BLE001
-        reply = _describe_exception(exc)
+        reply = _describe_exception(exc, Path(args.submission))
         reply["status"] = "import_error"
         protocol.send(rep_fd, reply)
         return 0
@@ -201,7 +205,7 @@ def serve(args: argparse.Namespace) -> int:
             return 0
         if header.get("op") == "exit":
             return 0
-        reply, out = handle_call(args.problem, fn, header, blob, args.device)
+        reply, out = handle_call(args.problem, fn, header, blob, args.device, Path(args.submission))
         protocol.send(rep_fd, reply, out)
         if reply.get("fatal"):
             return 3

@@ -1,0 +1,4 @@
+"""Example submission, broken: a syntax error (only this file is affected)."""
+
+def triton_gelu(x)
+    return x

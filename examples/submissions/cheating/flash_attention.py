@@ -1,0 +1,7 @@
+"""Example submission, cheating: PyTorch's fused attention instead of a Triton forward."""
+
+import torch
+
+
+def flash_attention(q, k, v, is_causal=False):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal)

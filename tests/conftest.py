@@ -1,0 +1,45 @@
+"""Shared fixtures for the framework's own tests."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "submissions"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def make_submission(tmp_path: Path):
+    """make_submission(gelu="source", ...) -> a submission folder; unnamed files are stubs."""
+
+    def make(base: str = "student_template", **files: str) -> Path:
+        folder = tmp_path / f"sub{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(ROOT / base if base == "student_template" else EXAMPLES / base, folder)
+        for name, source in files.items():
+            (folder / f"{name}.py").write_text(source)
+        return folder
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def graded_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """reference/ graded (GeLU only, to stay quick) through the real CLI; returns the out folder."""
+    from grader.cli import main
+
+    out = tmp_path_factory.mktemp("graded-reference")
+    assert main(["grade", str(ROOT / "reference"), "--out", str(out), "--problems", "gelu"]) == 0
+    return out

@@ -1,0 +1,70 @@
+"""The worker boundary: whatever a submission does, the other problems are graded and a result is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from grader.cli import main
+
+CORRECT_GELU = (Path(__file__).resolve().parents[2] / "examples" / "submissions" / "correct" / "gelu.py").read_text()
+
+
+def grade(folder: Path, out: Path, *extra: str) -> dict:
+    assert main(["grade", str(folder), "--out", str(out), *extra]) == 0
+    return json.loads((out / "result.json").read_text())
+
+
+def by_name(result: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in result["problems"]}
+
+
+def test_import_error_exit_and_hang_cost_only_their_problem(make_submission, tmp_path: Path) -> None:
+    folder = make_submission(
+        gelu=CORRECT_GELU,
+        softmax="raise ImportError('no such thing')\n",
+        matmul="import sys\nsys.exit(4)\n",
+        flash_attention="import time\ndef flash_attention(q, k, v, is_causal=False):\n    while True:\n        time.sleep(0.1)\n",
+    )
+    result = grade(folder, tmp_path / "out", "--timeout", "8")
+    problems = by_name(result)
+    assert list(problems) == ["gelu", "softmax", "matmul", "flash_attention"]
+    assert problems["gelu"]["status"] == "passed" and problems["gelu"]["score"] == 10
+    assert problems["softmax"]["status"] == "error" and "ImportError: no such thing" in problems["softmax"]["message"]
+    assert problems["matmul"]["status"] == "error" and "sys.exit(4)" in problems["matmul"]["message"]
+    flash = problems["flash_attention"]
+    assert flash["status"] == "error" and flash["score"] == 0
+    assert "time limit of 8 s" in flash["tests"][0]["message"]
+    assert result["score"] == 10
+    assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "gradescope" / "results.json").exists()
+
+
+def test_crash_in_call_restarts_a_fresh_worker(make_submission, tmp_path: Path) -> None:
+    """os._exit and a segfault in the call: the problem errors with the reason, the next problem runs."""
+    folder = make_submission(
+        gelu="import os\ndef triton_gelu(x):\n    os._exit(7)\n",
+        softmax="import ctypes\ndef triton_softmax(x):\n    ctypes.string_at(0)\n",
+    )
+    problems = by_name(grade(folder, tmp_path / "out", "--problems", "gelu,softmax", "--timeout", "60"))
+    gelu = problems["gelu"]["tests"]
+    assert all(t["status"] == "error" for t in gelu)
+    assert "exited with code 7" in gelu[0]["message"]
+    assert any("worker crashed" in t["message"] for t in gelu), "stops restarting after a few crashes"
+    assert "SIGSEGV" in problems["softmax"]["tests"][0]["message"]
+
+
+def test_stub_scores_zero_with_not_implemented_message(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    result = grade(root / "student_template", tmp_path / "out")
+    assert result["score"] == 0
+    for problem in result["problems"]:
+        assert problem["score"] == 0
+        for test in problem["tests"]:
+            assert "NotImplementedError" in test["message"], (problem["name"], test)
+
+
+def test_bad_path_and_bad_spec_exit_2(tmp_path: Path) -> None:
+    assert main(["grade", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    bad = tmp_path / "assignment.toml"
+    bad.write_text("[assignment]\nname = 1\n")
+    assert main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--spec", str(bad)]) == 2
