@@ -35,6 +35,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--problems", default=None, help="comma-separated subset of problems to grade")
     p.add_argument("--worker-user", default="nobody", help="unprivileged user the worker runs as when the grader is root")
     p.add_argument("--public-only", action="store_true", help="ignore hidden cases even when their file is present")
+    p.add_argument("--no-timing", action="store_true", help="skip performance timing (correctness only) on a GPU")
 
 
 def _options(args: argparse.Namespace, hide: list[Path]):
@@ -47,6 +48,7 @@ def _options(args: argparse.Namespace, hide: list[Path]):
         worker_user=args.worker_user,
         problems=args.problems.split(",") if args.problems else None,
         hide=hide,
+        time_performance=not getattr(args, "no_timing", False),
     )
 
 

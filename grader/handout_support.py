@@ -13,7 +13,9 @@ from typing import Any, Callable
 import pytest
 import torch
 
+from grader import timing
 from grader.checks import case_label, check_call
+from grader.performance import achieved as _achieved
 from grader.problems import REGISTRY
 from grader.problems.base import CallOutput, case_seed, generator, move_inputs
 from grader.spec import Case, load_assignment
@@ -86,3 +88,51 @@ class CaseRunner:
             verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed_inputs(on_device, before))
             if not verdict.passed:
                 pytest.fail(f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n{verdict.message}", pytrace=False)
+
+
+class BenchmarkRunner:
+    """One handout benchmark through pytest-benchmark, with the grader's timing method.
+
+    Same clock (CUDA events), same L2 flush and input rotation before every round, same pilot
+    and planned number of rounds, so the median printed here predicts the graded one.
+    """
+
+    _clock: "timing.CudaClock | None" = None
+    _flush: "timing.L2Flusher | None" = None
+
+    @classmethod
+    def clock(cls) -> "timing.CudaClock":
+        if cls._clock is None:
+            cls._clock = timing.CudaClock()
+        return cls._clock
+
+    @classmethod
+    def flusher(cls) -> "timing.L2Flusher":
+        if cls._flush is None:
+            cls._flush = timing.L2Flusher()
+        return cls._flush
+
+    def __init__(self, runner: CaseRunner, problem: str) -> None:
+        self.runner, self.problem = runner, problem
+
+    def run(self, benchmark: Any, case: Case, impl: str) -> None:
+        kind = REGISTRY[self.problem]
+        fn = self.runner.function(self.problem) if impl == "yours" else None
+        sets = [kind.make_inputs(case, generator(1000 + i, "cuda")) for i in range(2)]
+        calls = [kind.timed(fn, s) if fn is not None else kind.pytorch(s) for s in sets]
+        timing.warm_up(calls)
+        pilot = timing.run_rounds(calls, timing.PILOT_ROUNDS, self.clock(), self.flusher())
+        rounds = timing.plan_rounds(pilot, budget_s=1.0)
+        order = iter(range(rounds))
+        flush = self.flusher()
+
+        def setup() -> tuple[tuple[int], dict[str, Any]]:
+            flush()
+            return (next(order),), {}
+
+        benchmark.group = f"{self.problem}: {case.name}"
+        benchmark.name = f"{case.name}[{impl}]"
+        benchmark.pedantic(lambda i: calls[i % len(calls)](), setup=setup, rounds=rounds, warmup_rounds=0)
+        median = benchmark.stats.stats.median
+        value, unit = _achieved(kind, case, median)
+        benchmark.extra_info.update({"impl": impl, "achieved": round(value, 2), "unit": unit, "case": kind.describe(case)})

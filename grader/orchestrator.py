@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from grader import protocol, scan, scoring
+from grader import performance, protocol, scan, scoring
 from grader.checks import case_label, check_call
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
@@ -39,6 +39,7 @@ class GradeOptions:
     hide: list[Path] = field(default_factory=list)
     time_performance: bool = True
     student: str | None = None
+    reference_dir: Path = performance.REFERENCE_DIR
     progress: Callable[[str], None] | None = None
 
 
@@ -81,6 +82,10 @@ def environment(device: str, isolation: str) -> Environment:
 
 def _to(inputs: dict[str, Any], device: str) -> dict[str, Any]:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+class _TimingFailed(Exception):
+    pass
 
 
 class ProblemRun:
@@ -218,18 +223,61 @@ class ProblemRun:
             )
             if self.options.progress:
                 self.options.progress(f"{self.problem.name}: {case.name} {status}")
+        perf = self._performance(tests)
         self._stop_worker()
-        return self._result(cases, tests, time.monotonic() - start)
+        return self._result(cases, tests, perf, time.monotonic() - start)
 
-    def _result(self, cases: list[Case], tests: list[TestResult], duration: float) -> ProblemResult:
+    # -- performance ------------------------------------------------------------------------------
+
+    def _performance(self, tests: list[TestResult]) -> Performance:
+        points = self.problem.points.performance
+        if self.device != "cuda":
+            return Performance(status="not_measured", reason="no GPU: performance is measured only on a CUDA GPU", max_score=points)
+        if not self.options.time_performance:
+            return Performance(status="not_measured", reason="timing was switched off for this run", max_score=points)
+        if self.cheat or self.fatal or not tests or any(t.status != "passed" for t in tests):
+            return Performance(status="skipped", reason="timed only once every correctness test passes", score=0.0, max_score=points)
+        if not self.problem.benchmarks:
+            return Performance(status="not_measured", reason="the spec lists no benchmark shapes", max_score=points)
+        gpu = torch.cuda.get_device_name()
+        try:
+            side = performance.ReferenceSide(self.kind, self.problem, performance.load_reference(self.problem, self.options.reference_dir))
+            shapes = []
+            for case in self.problem.benchmarks:
+                seed = case_seed(self.options.secret, self.problem.name, case, 0) % (1 << 40)
+                shapes.append(performance.measure_shape(self._timing_call, side, case, seed, gpu))
+                if self.options.progress:
+                    self.options.progress(f"{self.problem.name}: timed {case.name}")
+                torch.cuda.empty_cache()
+        except _TimingFailed as failed:
+            return Performance(status="skipped", reason=f"timing failed: {failed}", score=0.0, max_score=points, gpu=gpu)
+        return performance.score(self.problem, shapes, gpu)
+
+    def _timing_call(self, header: dict[str, Any]) -> dict[str, Any]:
+        if self.worker is None:
+            self._start_worker()
+            if self.fatal or self.worker is None:
+                raise _TimingFailed(self.fatal or "the worker did not start")
+        try:
+            reply, _ = self.worker.call(header, b"", self.deadline, 0)
+        except WorkerTimeout:
+            self._stop_worker()
+            raise _TimingFailed(f"the problem's time limit of {self.limit:g} s ran out while timing") from None
+        except (WorkerDied, protocol.ProtocolError) as exc:
+            self._stop_worker()
+            raise _TimingFailed(str(exc)) from None
+        if reply.get("status") != "ok":
+            if reply.get("fatal"):
+                self._stop_worker()
+            raise _TimingFailed(str(reply.get("message", "the worker reported an error")))
+        if not reply.get("triton_launches"):
+            raise _TimingFailed("no Triton kernel was launched in the timed calls")
+        return reply
+
+    def _result(self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float) -> ProblemResult:
         scoring.assign_case_points(self.problem, cases, tests, cheat=self.cheat)
         if self.cheat:
             tests.append(TestResult(name=f"{self.problem.name}: kernel check", status="failed", score=0, max_score=0, message=self.cheat))
-        performance = Performance(
-            status="not_measured",
-            reason="no GPU: performance is measured only on a CUDA GPU" if self.device == "cpu" else "timing is not available yet",
-            max_score=self.problem.points.performance,
-        )
         result = ProblemResult(
             name=self.problem.name,
             title=self.problem.title,

@@ -185,6 +185,51 @@ def handle_call(problem_name: str, fn: Callable[..., Any], header: dict[str, Any
     return reply, protocol.pack_tensors(payload)
 
 
+class Timer:
+    """The worker's half of timing: the student's kernel on inputs it draws itself on the GPU.
+
+    Benchmark inputs need no secrecy (only their shape matters), so they are made here rather
+    than shipped through the pipe; prepared calls are kept for the case being timed.
+    """
+
+    def __init__(self, problem_name: str, fn: Callable[..., Any]) -> None:
+        self.kind = REGISTRY[problem_name]
+        self.fn = fn
+        self.key: tuple[Any, ...] | None = None
+        self.calls: list[Callable[[], Any]] = []
+
+    def _prepare(self, header: dict[str, Any]) -> list[Callable[[], Any]]:
+        from grader.problems.base import generator
+
+        key = (header["case"]["name"], header["seed"], header["sets"])
+        if key != self.key:
+            self.calls, self.key = [], None
+            torch.cuda.empty_cache()
+            case = self.kind.case_model.model_validate(header["case"])
+            for i in range(header["sets"]):
+                inputs = self.kind.make_inputs(case, generator(header["seed"] + i, "cuda"))
+                self.calls.append(self.kind.timed(self.fn, inputs))
+            self.key = key
+        return self.calls
+
+    def handle(self, header: dict[str, Any], submission: Path) -> dict[str, Any]:
+        from grader import timing
+
+        # timing runs without the NaN fill of correctness calls: it would add a write to every empty()
+        torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+        try:
+            calls = self._prepare(header)
+            launches = LaunchCounter.count
+            if header["op"] == "time":
+                measured = timing.measure(calls, header["budget_s"], warm=header.get("warm", True))
+                return {"status": "ok", "samples_s": measured.samples_s, "triton_launches": LaunchCounter.count - launches}
+            wall = timing.loop_wall_time(calls[0], header["rounds"])
+            return {"status": "ok", "wall_s": wall, "triton_launches": LaunchCounter.count - launches}
+        except BaseException as exc:  # noqa: BLE001
+            return _describe_exception(exc, submission)
+
+
 def serve(args: argparse.Namespace) -> int:
     req_fd, rep_fd = args.req_fd, args.rep_fd
     for fd in (req_fd, rep_fd):
@@ -198,6 +243,7 @@ def serve(args: argparse.Namespace) -> int:
         protocol.send(rep_fd, reply)
         return 0
     protocol.send(rep_fd, {"status": "ready"})
+    timer: Timer | None = None
     while True:
         try:
             header, blob = protocol.recv(req_fd)
@@ -205,7 +251,11 @@ def serve(args: argparse.Namespace) -> int:
             return 0
         if header.get("op") == "exit":
             return 0
-        reply, out = handle_call(args.problem, fn, header, blob, args.device, Path(args.submission))
+        if header.get("op") in ("time", "loop"):
+            timer = timer or Timer(args.problem, fn)
+            reply, out = timer.handle(header, Path(args.submission)), b""
+        else:
+            reply, out = handle_call(args.problem, fn, header, blob, args.device, Path(args.submission))
         protocol.send(rep_fd, reply, out)
         if reply.get("fatal"):
             return 3

@@ -18,7 +18,7 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from grader.handout_support import CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
+from grader.handout_support import BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
 
 DEFAULT_SUBMISSION = Path(__file__).resolve().parent.parent / "student_template"
 
@@ -44,6 +44,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "bench_case" in metafunc.fixturenames:
         params = cases_for(problem, "benchmark", metafunc.config.getoption("--dtype"), has_gpu=HAS_GPU)
         metafunc.parametrize("bench_case", params)
+        metafunc.parametrize("impl", ["yours", "pytorch"])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Benchmarks run only with --benchmark-only (or --benchmark-enable), with the GPU clock."""
+    timing_asked = config.getoption("benchmark_only", False) or config.getoption("benchmark_enable", False)
+    for item in items:
+        if "bench_case" not in getattr(item, "fixturenames", ()):
+            continue
+        if not timing_asked:
+            item.add_marker(pytest.mark.skip(reason="timing runs with: pytest handout --benchmark-only"))
+        elif HAS_GPU:
+            item.add_marker(pytest.mark.benchmark(timer=gpu_clock, min_rounds=1, warmup=False))
+
+
+def gpu_clock() -> float:
+    """GPU time in seconds (CUDA events): the timer pytest-benchmark reads around each round."""
+    return BenchmarkRunner.clock()()
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +74,10 @@ def check(request: pytest.FixtureRequest, runner: CaseRunner) -> Callable[[Any],
     """check(case): run your kernel on the case's inputs (twice, fresh each time) and compare."""
     problem = request.module.PROBLEM
     return lambda case: runner.check(problem, case)
+
+
+@pytest.fixture
+def bench(request: pytest.FixtureRequest, runner: CaseRunner, benchmark: Any) -> Callable[[Any, str], None]:
+    """bench(case, impl): time your kernel ("yours") or PyTorch's ("pytorch") on a benchmark shape."""
+    problem = request.module.PROBLEM
+    return lambda case, impl: BenchmarkRunner(runner, problem).run(benchmark, case, impl)

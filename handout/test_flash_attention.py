@@ -10,3 +10,8 @@ PROBLEM = "flash_attention"
 
 def test_matches_definition(case, check):
     check(case)
+
+
+def test_speed(bench_case, impl, bench):
+    """Timed only with `pytest handout --benchmark-only` on a GPU: your kernel, then PyTorch's."""
+    bench(bench_case, impl)

@@ -31,8 +31,9 @@ def case_seed(secret: str, problem: str, case: Case, repeat: int) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
-def generator(seed: int) -> torch.Generator:
-    gen = torch.Generator(device="cpu")
+def generator(seed: int, device: str = "cpu") -> torch.Generator:
+    """Inputs are drawn on `device` (CPU for correctness; the GPU for large benchmark inputs)."""
+    gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     return gen
 
@@ -52,12 +53,12 @@ def with_layout(t: torch.Tensor, layout: str, gen: torch.Generator) -> torch.Ten
             return t.contiguous()
         return t.transpose(-1, -2).contiguous().transpose(-1, -2)
     if layout == "strided":
-        big = torch.randn(*t.shape[:-1], t.shape[-1] * 2, generator=gen).to(t.dtype)
+        big = torch.randn(*t.shape[:-1], t.shape[-1] * 2, generator=gen, device=gen.device).to(t.dtype)
         view = big[..., ::2]
         view.copy_(t)
         return view
     if layout == "offset":
-        flat = torch.randn(t.numel() + 7, generator=gen).to(t.dtype)
+        flat = torch.randn(t.numel() + 7, generator=gen, device=gen.device).to(t.dtype)
         view = flat[7:].view(t.shape)
         view.copy_(t)
         return view
@@ -127,7 +128,15 @@ class ProblemKind:
         want = self.output_dtypes.get(output, "input")
         return TORCH_DTYPES[getattr(case, "dtype")] if want == "input" else TORCH_DTYPES[want]
 
-    # Performance model (used for roofline floors and achieved rates).
+    # Performance: what is timed, against what, and the least work it must do.
+    def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
+        """A zero-argument callable doing exactly the work that is timed (inputs prepared)."""
+        raise NotImplementedError
+
+    def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
+        """PyTorch's own implementation of the same work, shown beside the student's time."""
+        raise NotImplementedError
+
     def work(self, case: Case) -> tuple[float, float]:
-        """(bytes moved at least once, floating-point operations) of one call."""
+        """(bytes moved at least once, floating-point operations) of one timed call."""
         raise NotImplementedError

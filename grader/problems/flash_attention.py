@@ -71,14 +71,14 @@ class FlashAttention(ProblemKind):
 
         def make(n: int) -> torch.Tensor:
             if case.layout == "bnhd":
-                return torch.randn(case.b, n, case.h, case.d, generator=gen).to(dtype).transpose(1, 2)
-            return torch.randn(case.b, case.h, n, case.d, generator=gen).to(dtype)
+                return torch.randn(case.b, n, case.h, case.d, generator=gen, device=gen.device).to(dtype).transpose(1, 2)
+            return torch.randn(case.b, case.h, n, case.d, generator=gen, device=gen.device).to(dtype)
 
         return {
             "q": make(case.nq),
             "k": make(case.nk),
             "v": make(case.nk),
-            "grad_out": torch.randn(case.b, case.h, case.nq, case.d, generator=gen).to(dtype),
+            "grad_out": torch.randn(case.b, case.h, case.nq, case.d, generator=gen, device=gen.device).to(dtype),
             "is_causal": case.causal,
         }
 
@@ -107,6 +107,22 @@ class FlashAttention(ProblemKind):
                 return CallOutput({"o": out.detach(), "lse": lse}, {**notes, "dq": "the output has no grad_fn: backward is not connected"})
             out.backward(inputs["grad_out"])
         return CallOutput({"o": out.detach(), "lse": lse, "dq": q.grad, "dk": k.grad, "dv": v.grad}, notes)
+
+    def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
+        """Forward and backward together: what training pays for."""
+        q, k, v = (inputs[n].detach().requires_grad_(True) for n in ("q", "k", "v"))
+        grad_out, causal = inputs["grad_out"], inputs["is_causal"]
+
+        def step() -> Any:
+            with torch.enable_grad():
+                out = fn(q, k, v, is_causal=causal)
+                return torch.autograd.grad(out, (q, k, v), grad_out)
+
+        return step
+
+    def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        return self.timed(lambda q, k, v, is_causal: sdpa(q, k, v, is_causal=is_causal), inputs)
 
     def work(self, case: Case) -> tuple[float, float]:
         assert isinstance(case, AttentionCase)

@@ -32,12 +32,12 @@ class Gelu(ProblemKind):
 
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         assert isinstance(case, GeluCase)
-        x = torch.randn(*case.shape, generator=gen) * 3.0
+        x = torch.randn(*case.shape, generator=gen, device=gen.device) * 3.0
         if case.values == "large":
             # magnitudes where x^3 overflows fp16 and tanh saturates: kernels must compute in fp32
             x = x * 3000.0
         elif case.values == "nan":
-            mask = torch.rand(*case.shape, generator=gen) < 0.05
+            mask = torch.rand(*case.shape, generator=gen, device=gen.device) < 0.05
             x = x.masked_fill(mask, float("nan"))
         x = x.to(TORCH_DTYPES[case.dtype])
         return {"x": with_layout(x, case.layout, gen)}
@@ -49,6 +49,14 @@ class Gelu(ProblemKind):
         with watch():
             out = fn(inputs["x"])
         return CallOutput({"out": out})
+
+    def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
+        x = inputs["x"]
+        return lambda: fn(x)
+
+    def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
+        x = inputs["x"]
+        return lambda: torch.nn.functional.gelu(x, approximate="tanh")
 
     def work(self, case: Case) -> tuple[float, float]:
         assert isinstance(case, GeluCase)

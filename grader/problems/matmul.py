@@ -40,8 +40,8 @@ class Matmul(ProblemKind):
         dtype = TORCH_DTYPES[case.dtype]
         # scaled so that every output element has unit variance whatever K is
         scale = case.k ** -0.25
-        a = (torch.randn(case.m, case.k, generator=gen) * scale).to(dtype)
-        b = (torch.randn(case.k, case.n, generator=gen) * scale).to(dtype)
+        a = (torch.randn(case.m, case.k, generator=gen, device=gen.device) * scale).to(dtype)
+        b = (torch.randn(case.k, case.n, generator=gen, device=gen.device) * scale).to(dtype)
         return {
             "a": with_layout(a, case.layout_a, gen),
             "b": with_layout(b, case.layout_b, gen),
@@ -58,6 +58,16 @@ class Matmul(ProblemKind):
             else:
                 out = fn(inputs["a"], inputs["b"], activation=inputs["activation"])
         return CallOutput({"out": out})
+
+    def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
+        a, b, act = inputs["a"], inputs["b"], inputs["activation"]
+        return (lambda: fn(a, b)) if act is None else (lambda: fn(a, b, activation=act))
+
+    def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
+        a, b, act = inputs["a"], inputs["b"], inputs["activation"]
+        if act is None:
+            return lambda: torch.matmul(a, b)
+        return lambda: torch.nn.functional.gelu(torch.matmul(a, b), approximate="tanh")
 
     def work(self, case: Case) -> tuple[float, float]:
         assert isinstance(case, MatmulCase)

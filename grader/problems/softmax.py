@@ -26,7 +26,7 @@ def softmax_definition(x: torch.Tensor) -> torch.Tensor:
 def padded_rows(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """A view whose rows are further apart in memory than their length (row stride > N)."""
     m, n = x.shape
-    big = torch.randn(m, n + 13, generator=gen).to(x.dtype)
+    big = torch.randn(m, n + 13, generator=gen, device=gen.device).to(x.dtype)
     view = big[:, 5 : 5 + n]
     view.copy_(x)
     return view
@@ -40,17 +40,17 @@ class Softmax(ProblemKind):
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         assert isinstance(case, SoftmaxCase)
         m, n = case.shape
-        x = torch.randn(m, n, generator=gen) * 2.0
+        x = torch.randn(m, n, generator=gen, device=gen.device) * 2.0
         if case.values == "large":
             # around +-1e4: exp overflows unless the row max is subtracted first
-            x = x * 5.0 + torch.where(torch.rand(m, 1, generator=gen) < 0.5, -1e4, 1e4)
+            x = x * 5.0 + torch.where(torch.rand(m, 1, generator=gen, device=gen.device) < 0.5, -1e4, 1e4)
         elif case.values == "neg_inf":
-            x = x.masked_fill(torch.rand(m, n, generator=gen) < 0.3, float("-inf"))
-            x[:, 0] = torch.randn(m, generator=gen)  # keep at least one finite value per row
+            x = x.masked_fill(torch.rand(m, n, generator=gen, device=gen.device) < 0.3, float("-inf"))
+            x[:, 0] = torch.randn(m, generator=gen, device=gen.device)  # keep at least one finite value per row
         elif case.values == "constant":
-            x = torch.randn(m, 1, generator=gen).expand(m, n).clone()
+            x = torch.randn(m, 1, generator=gen, device=gen.device).expand(m, n).clone()
         elif case.values == "all_neg_inf":
-            rows = torch.rand(m, generator=gen) < 0.25
+            rows = torch.rand(m, generator=gen, device=gen.device) < 0.25
             rows[0] = True
             x[rows] = float("-inf")
         x = x.to(TORCH_DTYPES[case.dtype])
@@ -67,6 +67,14 @@ class Softmax(ProblemKind):
         with watch():
             out = fn(inputs["x"])
         return CallOutput({"out": out})
+
+    def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
+        x = inputs["x"]
+        return lambda: fn(x)
+
+    def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
+        x = inputs["x"]
+        return lambda: torch.softmax(x, dim=-1)
 
     def work(self, case: Case) -> tuple[float, float]:
         assert isinstance(case, SoftmaxCase)

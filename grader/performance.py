@@ -1,0 +1,148 @@
+"""Performance: the student's kernel (in the worker) against the reference (here), same GPU, same run.
+
+For each benchmark shape the two are timed in alternating chunks, so that clock and thermal
+drift land on both; the ratio t_reference / t_student per shape, and its geometric mean over the
+problem's shapes, is what is scored — never an absolute time. Two guards flag a time instead of
+rewarding it: a median below the roofline floor of the shape (bytes over peak bandwidth, flops
+over peak rate: physically impossible, so the timing was subverted), and a median that the
+orchestrator's own wall clock around a plain loop of calls contradicts (side streams, patched
+timers).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from grader import timing
+from grader.problems.base import ProblemKind, generator
+from grader.records import Performance, ShapeTiming
+from grader.scoring import geomean, performance_fraction
+from grader.spec import Case, Problem
+
+ALTERNATIONS = 2
+BUDGET_S = 0.6  # per side and alternation
+PYTORCH_BUDGET_S = 0.4
+INPUT_SETS = 2
+WALL_CHECK_S = 0.25
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference"
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Datasheet ceilings: a measured time below bytes/bandwidth or flops/rate cannot be real."""
+
+    bandwidth: float  # bytes/s
+    half: float  # fp16/bf16 tensor-core FLOP/s
+    single: float  # fp32 through TF32 tensor cores, FLOP/s
+
+
+# NVIDIA datasheet figures (dense): H100/H200 SXM bf16 989 TFLOP/s, tf32 494; HBM 3.35 / 4.8 TB/s.
+PEAKS = {
+    "H200": Peaks(4.8e12, 989e12, 494e12),
+    "H100": Peaks(3.35e12, 989e12, 494e12),
+    "A100": Peaks(2.04e12, 312e12, 156e12),
+}
+GENEROUS = Peaks(10e12, 2.5e15, 1.25e15)
+
+
+def peaks_for(gpu: str) -> Peaks:
+    return next((p for key, p in PEAKS.items() if key in gpu), GENEROUS)
+
+
+def roofline_floor_s(kind: ProblemKind, case: Case, gpu: str) -> float:
+    peaks = peaks_for(gpu)
+    nbytes, flops = kind.work(case)
+    rate = peaks.single if getattr(case, "dtype", "") == "float32" else peaks.half
+    return max(nbytes / peaks.bandwidth, flops / rate if flops else 0.0)
+
+
+def achieved(kind: ProblemKind, case: Case, seconds: float) -> tuple[float, str]:
+    nbytes, flops = kind.work(case)
+    if flops:
+        return flops / seconds / 1e12, "TFLOP/s"
+    return nbytes / seconds / 1e9, "GB/s"
+
+
+class ReferenceSide:
+    """The trusted reference and PyTorch, timed in the orchestrator's own process."""
+
+    def __init__(self, kind: ProblemKind, problem: Problem, reference: Callable[..., Any]) -> None:
+        self.kind, self.problem, self.reference = kind, problem, reference
+
+    def calls(self, case: Case, seed: int) -> tuple[list[Callable[[], Any]], list[Callable[[], Any]]]:
+        ref, torch_calls = [], []
+        for i in range(INPUT_SETS):
+            inputs = self.kind.make_inputs(case, generator(seed + i, "cuda"))
+            ref.append(self.kind.timed(self.reference, inputs))
+            torch_calls.append(self.kind.pytorch(inputs))
+        return ref, torch_calls
+
+
+def load_reference(problem: Problem, reference_dir: Path = REFERENCE_DIR) -> Callable[..., Any]:
+    from grader.worker import load_function
+
+    return load_function(reference_dir, problem.module, problem.function)
+
+
+def measure_shape(worker_call: Callable[[dict[str, Any]], dict[str, Any]], side: ReferenceSide, case: Case, seed: int, gpu: str) -> ShapeTiming:
+    """Time one benchmark shape on both sides; flags say why a time cannot be trusted."""
+    kind = side.kind
+    ref_calls, torch_calls = side.calls(case, seed)
+    timing.warm_up(ref_calls)
+    timing.warm_up(torch_calls)
+    header = {"case": case.model_dump(), "seed": seed, "sets": INPUT_SETS}
+    student: list[float] = []
+    reference: list[float] = []
+    for i in range(ALTERNATIONS):
+        reply = worker_call({**header, "op": "time", "budget_s": BUDGET_S, "warm": i == 0})
+        student += [float(s) for s in reply.get("samples_s", [])]
+        reference += timing.measure(ref_calls, BUDGET_S, warm=False).samples_s
+    pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
+    del ref_calls, torch_calls
+    flags: list[str] = []
+    if not student or any(not (s == s) or s <= 0 for s in student):
+        return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
+    s_meas, r_meas = timing.Measurement(student), timing.Measurement(reference)
+    s_med = s_meas.median_ms / 1e3
+    floor = roofline_floor_s(kind, case, gpu)
+    if s_med < floor:
+        flags.append(f"median {s_med * 1e3:.4f} ms is below the roofline floor {floor * 1e3:.4f} ms (impossible: timing subverted?)")
+    rounds = max(5, min(200, int(WALL_CHECK_S / max(s_med, 1e-6))))
+    start = time.monotonic()
+    loop = worker_call({**header, "op": "loop", "rounds": rounds})
+    wall = time.monotonic() - start
+    reported = float(loop.get("wall_s", 0.0))
+    # the worker's own loop time must fit in our wall clock, and its events must not undercount it
+    if reported > wall + 1e-3:
+        flags.append(f"the worker reported {reported:.4f} s for a loop that took {wall:.4f} s on the orchestrator's clock")
+    if s_med * rounds < 0.5 * (reported - 2e-3 * rounds) and s_med > 50e-6:
+        flags.append(f"event-timed median {s_med * 1e3:.4f} ms disagrees with {reported / rounds * 1e3:.4f} ms per call of wall time (side stream or patched timer?)")
+    value, unit = achieved(kind, case, s_med)
+    return ShapeTiming(
+        name=case.name,
+        case=kind.describe(case),
+        student_ms=round(s_meas.median_ms, 5),
+        student_spread_ms=round(s_meas.iqr_ms, 5),
+        reference_ms=round(r_meas.median_ms, 5),
+        reference_spread_ms=round(r_meas.iqr_ms, 5),
+        pytorch_ms=round(pytorch.median_ms, 5),
+        ratio=round(r_meas.median_ms / s_meas.median_ms, 4),
+        achieved=round(value, 2),
+        achieved_unit=unit,
+        rounds=len(student),
+        flags=flags,
+    )
+
+
+def score(problem: Problem, shapes: list[ShapeTiming], gpu: str) -> Performance:
+    ratios = [s.ratio for s in shapes if s.ratio]
+    flagged = [f for s in shapes for f in s.flags]
+    if flagged or len(ratios) != len(shapes):
+        return Performance(status="flagged", reason="; ".join(flagged) or "some shapes were not timed", score=0.0, max_score=problem.points.performance, gpu=gpu, shapes=shapes)
+    mean = geomean(ratios)
+    points = round(problem.points.performance * performance_fraction(problem.thresholds, mean), 4)
+    return Performance(status="measured", score=points, max_score=problem.points.performance, ratio_geomean=round(mean, 4), gpu=gpu, shapes=shapes)
+

@@ -1,0 +1,141 @@
+"""The timing method, shared by `pytest handout --benchmark-only` and the grader.
+
+- A GPU-correct clock (`CudaClock`): CUDA events recorded on the stream and synchronised, so the
+  time between two readings is GPU time, not the time it took the CPU to queue the launches.
+- Warm-up excluded: compilation, autotuning and first-touch allocations happen before timing.
+- L2 flushed before every round (a write over twice the L2's size), so a kernel re-reading an
+  input that the previous round left in cache is not rewarded.
+- Inputs rotated between rounds: round i uses input set i mod n, so nothing can serve a result
+  cached from the previous round.
+- Rounds until the relative standard error of the mean is below the target, or a time budget is
+  spent: a pilot of rounds estimates the spread and plans how many more are needed.
+- Median and interquartile range reported (pytest-benchmark's own statistics).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from pytest_benchmark.stats import Stats
+
+PILOT_ROUNDS = 10
+MIN_ROUNDS = 10
+MAX_ROUNDS = 1000
+TARGET_RSE = 0.005
+WARMUP_S = 0.05
+
+
+class CudaClock:
+    """Seconds of GPU time since the clock was made; a pytest-benchmark `timer`."""
+
+    def __init__(self) -> None:
+        self.origin = torch.cuda.Event(enable_timing=True)
+        self.origin.record()
+        self.origin.synchronize()
+
+    def __call__(self) -> float:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        event.synchronize()
+        return self.origin.elapsed_time(event) / 1e3
+
+
+class L2Flusher:
+    """Overwrites a buffer twice the size of the L2 cache, evicting whatever the last round left."""
+
+    def __init__(self) -> None:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
+        self.buffer = torch.empty(2 * l2, dtype=torch.int8, device="cuda")
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+@dataclass
+class Measurement:
+    samples_s: list[float]
+
+    @property
+    def stats(self) -> Stats:
+        stats = Stats()
+        for s in self.samples_s:
+            stats.update(s)
+        return stats
+
+    @property
+    def median_ms(self) -> float:
+        return self.stats.median * 1e3
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.stats.iqr * 1e3 if len(self.samples_s) > 1 else 0.0
+
+
+def relative_standard_error(samples: list[float]) -> float:
+    n = len(samples)
+    if n < 2:
+        return math.inf
+    mean = sum(samples) / n
+    var = sum((s - mean) ** 2 for s in samples) / (n - 1)
+    return math.sqrt(var / n) / mean if mean > 0 else math.inf
+
+
+def plan_rounds(pilot: list[float], budget_s: float, target_rse: float = TARGET_RSE) -> int:
+    """Rounds needed for the target RSE, from the pilot's spread, within the time budget."""
+    mean = sum(pilot) / len(pilot)
+    cv = relative_standard_error(pilot) * math.sqrt(len(pilot))
+    wanted = math.ceil((cv / target_rse) ** 2) if math.isfinite(cv) else MAX_ROUNDS
+    affordable = int(budget_s / max(mean, 1e-7))
+    return max(MIN_ROUNDS, min(wanted, affordable, MAX_ROUNDS))
+
+
+def warm_up(calls: list[Callable[[], Any]]) -> None:
+    """Run every input set once, then keep going until WARMUP_S has passed (compile, autotune)."""
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    i = 0
+    while time.perf_counter() - start < WARMUP_S:
+        calls[i % len(calls)]()
+        torch.cuda.synchronize()
+        i += 1
+
+
+def run_rounds(calls: list[Callable[[], Any]], rounds: int, clock: CudaClock, flush: L2Flusher, offset: int = 0) -> list[float]:
+    samples = []
+    for i in range(rounds):
+        flush()
+        start = clock()
+        calls[(offset + i) % len(calls)]()
+        samples.append(clock() - start)
+    return samples
+
+
+def measure(calls: list[Callable[[], Any]], budget_s: float = 1.0, warm: bool = True) -> Measurement:
+    """Warm up, run a pilot, then as many rounds as the pilot says the target RSE needs."""
+    clock, flush = CudaClock(), L2Flusher()
+    if warm:
+        warm_up(calls)
+    samples = run_rounds(calls, PILOT_ROUNDS, clock, flush)
+    rounds = plan_rounds(samples, budget_s)
+    samples += run_rounds(calls, max(rounds - PILOT_ROUNDS, 0), clock, flush, offset=PILOT_ROUNDS)
+    return Measurement(samples)
+
+
+def loop_wall_time(call: Callable[[], Any], rounds: int) -> float:
+    """Host wall time of `rounds` back-to-back calls, ending with a device-wide synchronise.
+
+    Work left running on a side stream is included here, whatever the events recorded.
+    """
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        call()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
