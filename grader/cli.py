@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     _common(b)
     b.set_defaults(func=cmd_batch)
+
+    from grader import export
+
+    export.add_parser(sub)
     return parser
 
 

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-SQRT_2_OVER_PI = 0.7978845608028654
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)  # sqrt(2 / pi), a compile-time constant
 
 
 @triton.jit

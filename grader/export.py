@@ -1,0 +1,163 @@
+"""`grader export-handout`: the students' repository, built from this one.
+
+What goes out: the public tests (handout/), the stubs (student_template/), the public spec and the
+write-up (assignment/), and the grader package itself so that students can run `pytest handout`
+and `grader grade student_template` locally. What never goes out: reference/, the hidden cases,
+examples (some are solutions), the framework's tests, benchmarks, Docker and CI files. After
+copying, the export is scanned for every hidden case name and for the reference kernels' source,
+and the export is refused if any is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tomllib
+from pathlib import Path
+
+from grader.report import write_atomic
+from grader.spec import HIDDEN_NAME, load_assignment
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ("handout", "student_template", "grader")
+ASSIGNMENT_FILES = ("assignment.toml", "README.md")
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".benchmarks", HIDDEN_NAME)
+
+STUDENT_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "triton-kernels-handout"
+version = "{version}"
+description = "{title}: the student handout"
+requires-python = ">=3.10"
+dependencies = [
+    "torch>=2.4",
+    "triton>=3.2",
+    "numpy",
+    "pydantic>=2.6",
+    "jinja2>=3.1",
+    "rich>=13",
+    "pytest>=8",
+    "pytest-benchmark>=4",
+]
+
+[project.scripts]
+grader = "grader.cli:main"
+
+[tool.setuptools.packages.find]
+include = ["grader*"]
+
+[tool.setuptools.package-data]
+grader = ["templates/*", "templates/**/*"]
+
+[tool.pytest.ini_options]
+pythonpath = ["."]
+addopts = "--import-mode=importlib -p no:cacheprovider"
+testpaths = ["handout"]
+"""
+
+STUDENT_README = """\
+# {title}
+
+Your task: write the four Triton kernels in `student_template/`. Start with the write-up:
+[assignment/README.md](assignment/README.md).
+
+```bash
+pip install -e .                       # torch, triton, pytest and the local grader
+pytest handout                         # public correctness tests (CPU: Triton's interpreter)
+pytest handout --benchmark-only        # on a GPU: your kernels timed next to PyTorch's
+grader grade student_template --out grades/me   # your score on the public cases
+```
+
+Submit the `student_template/` folder (gelu.py, softmax.py, matmul.py, flash_attention.py).
+Assignment version {version}.
+"""
+
+
+class LeakError(Exception):
+    """The export contains something students must never see."""
+
+
+def _secrets(root: Path) -> dict[str, list[str]]:
+    """What must not appear in the export: hidden case names and the reference kernels' lines."""
+    needles: dict[str, list[str]] = {"hidden case": [], "reference source": []}
+    hidden = root / "assignment" / HIDDEN_NAME
+    if hidden.exists():
+        data = tomllib.loads(hidden.read_text())
+        for cases in data.get("hidden", {}).values():
+            needles["hidden case"] += [f'"{c["name"]}"' for c in cases] + [c["name"] for c in cases if len(c["name"]) > 12]
+    public = "\n".join(stub.read_text() for stub in (root / "student_template").glob("*.py"))
+    for file in sorted((root / "reference").glob("*.py")):
+        for line in file.read_text().splitlines():
+            text = line.strip()
+            # long code lines identify the solution; the API's signatures are public by design
+            if len(text) >= 48 and text not in public and not text.startswith(("#", '"""', "import", "from")):
+                needles["reference source"].append(text)
+    return needles
+
+
+def scan_for_leaks(export: Path, root: Path = ROOT) -> list[str]:
+    """Every place in `export` where a hidden case name or a reference line appears."""
+    found = []
+    needles = _secrets(root)
+    for file in sorted(p for p in export.rglob("*") if p.is_file()):
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for what, items in needles.items():
+            for needle in items:
+                if needle in text:
+                    found.append(f"{file.relative_to(export)}: {what} {needle[:60]!r}")
+    if (export / "reference").exists():
+        found.append("reference/ folder present")
+    if list(export.rglob(HIDDEN_NAME)):
+        found.append(f"{HIDDEN_NAME} present")
+    return found
+
+
+def export_handout(out: Path, root: Path = ROOT) -> Path:
+    """Write the students' repository to `out` (which must be empty or absent)."""
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty: export into a new folder")
+    spec = load_assignment(root / "assignment" / "assignment.toml", hidden=False)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in SHIPPED:
+        shutil.copytree(root / name, out / name, ignore=IGNORE)
+    (out / "assignment").mkdir()
+    for name in ASSIGNMENT_FILES:
+        source = root / "assignment" / name
+        if source.exists():
+            shutil.copy2(source, out / "assignment" / name)
+    info = spec.assignment
+    write_atomic(out / "pyproject.toml", STUDENT_PYPROJECT.format(version=info.version, title=info.title))
+    write_atomic(out / "README.md", STUDENT_README.format(version=info.version, title=info.title))
+    write_atomic(out / ".gitignore", "__pycache__/\n*.egg-info/\n.benchmarks/\ngrades/\n.venv/\n")
+    leaks = scan_for_leaks(out, root)
+    if leaks:
+        shutil.rmtree(out)
+        raise LeakError("the export would leak:\n  " + "\n  ".join(leaks))
+    return out
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    try:
+        out = export_handout(Path(args.out))
+    except (FileExistsError, LeakError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    files = sum(1 for p in out.rglob("*") if p.is_file())
+    console.print(f"wrote the student handout to {out} ({files} files); no reference, no hidden cases")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("export-handout", help="write the students' repository (no reference, no hidden cases)")
+    p.add_argument("--out", required=True, help="an empty or new folder")
+    p.set_defaults(func=cmd_export)
