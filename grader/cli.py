@@ -108,9 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(b)
     b.set_defaults(func=cmd_batch)
 
-    from grader import export
+    from grader import export, leaderboard
 
     export.add_parser(sub)
+    leaderboard.add_parser(sub)
     return parser
 
 
