@@ -240,6 +240,9 @@ class ProblemRun:
         if not self.problem.benchmarks:
             return Performance(status="not_measured", reason="the spec lists no benchmark shapes", max_score=points)
         gpu = torch.cuda.get_device_name()
+        if not (self.options.reference_dir / f"{self.problem.module}.py").is_file():
+            reason = "the staff reference is not available here (a student copy): time your kernels with pytest handout --benchmark-only"
+            return Performance(status="not_measured", reason=reason, max_score=points, gpu=gpu)
         try:
             side = performance.ReferenceSide(self.kind, self.problem, performance.load_reference(self.problem, self.options.reference_dir))
             shapes = []
