@@ -1,0 +1,69 @@
+"""The timing method: the round planning on any machine, the GPU clock and guards on a GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import timing
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_rse_and_round_planning() -> None:
+    steady = [1.0e-3] * 9 + [1.001e-3]
+    assert timing.relative_standard_error(steady) < 1e-3
+    assert timing.plan_rounds(steady, budget_s=1.0) == timing.MIN_ROUNDS
+    noisy = [1e-3, 2e-3] * 5
+    planned = timing.plan_rounds(noisy, budget_s=100.0)
+    assert timing.MIN_ROUNDS < planned <= timing.MAX_ROUNDS
+    assert timing.plan_rounds(noisy, budget_s=0.02) == timing.MIN_ROUNDS  # the budget caps it
+    assert timing.relative_standard_error([1.0]) == float("inf")
+
+
+@pytest.mark.gpu
+def test_cuda_clock_measures_gpu_time_not_launch_time() -> None:
+    clock = timing.CudaClock()
+    cycles = int(torch.cuda.get_device_properties(0).clock_rate * 1e3 * 2e-3)  # ~2 ms of spinning
+    start = clock()
+    torch.cuda._sleep(cycles)
+    elapsed = clock() - start
+    assert 1e-3 < elapsed < 20e-3
+
+
+@pytest.mark.gpu
+def test_measure_reports_median_and_spread() -> None:
+    x = torch.randn(1 << 24, device="cuda")
+    m = timing.measure([lambda: x * 2, lambda: x * 3], budget_s=0.3)
+    assert len(m.samples_s) >= timing.MIN_ROUNDS
+    assert 0 < m.median_ms < 10 and m.iqr_ms >= 0
+
+
+@pytest.mark.gpu
+def test_side_stream_work_is_caught_by_the_wall_clock() -> None:
+    """Events on the default stream miss work left on a side stream; the device-wide sync does not."""
+    side = torch.cuda.Stream()
+    cycles = int(torch.cuda.get_device_properties(0).clock_rate * 1e3 * 5e-3)
+
+    def cheat() -> None:
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(cycles)
+
+    m = timing.measure([cheat], budget_s=0.05)
+    wall = timing.loop_wall_time(cheat, 10)
+    assert m.median_ms < 1.0 and wall / 10 > 4e-3
+
+
+@pytest.mark.gpu
+def test_grading_the_reference_against_itself_is_near_one(tmp_path: Path) -> None:
+    from grader.cli import main
+
+    assert main(["grade", str(ROOT / "reference"), "--out", str(tmp_path), "--problems", "gelu"]) == 0
+    result = json.loads((tmp_path / "result.json").read_text())
+    perf = result["problems"][0]["performance"]
+    assert perf["status"] == "measured", perf
+    assert 0.9 < perf["ratio_geomean"] < 1.1
+    assert all(not s["flags"] for s in perf["shapes"])
