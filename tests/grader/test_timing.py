@@ -20,7 +20,8 @@ def test_rse_and_round_planning() -> None:
     noisy = [1e-3, 2e-3] * 5
     planned = timing.plan_rounds(noisy, budget_s=100.0)
     assert timing.MIN_ROUNDS < planned <= timing.MAX_ROUNDS
-    assert timing.plan_rounds(noisy, budget_s=0.02) == timing.MIN_ROUNDS  # the budget caps it
+    assert timing.plan_rounds(noisy, budget_s=0.02) == 13  # the budget caps it: 20 ms of 1.5 ms rounds
+    assert timing.plan_rounds(noisy, budget_s=0.001) == timing.MIN_ROUNDS
     assert timing.relative_standard_error([1.0]) == float("inf")
 
 
