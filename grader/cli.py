@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from grader.cli_batch import add_parsers as add_batch_parsers
 from grader.spec import DEFAULT_SPEC, SpecError, load_assignment
 
 console = Console(stderr=True)
@@ -84,12 +85,6 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_batch(args: argparse.Namespace) -> int:
-    from grader.batch import run_batch
-
-    return run_batch(args, _options, _hidden_paths)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grader", description="Grade Triton kernel submissions against the assignment spec.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -100,13 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(g)
     g.set_defaults(func=cmd_grade)
 
-    b = sub.add_parser("batch", help="grade every submission in a folder")
-    b.add_argument("submissions", help="folder with one entry (folder, .zip or .tar.gz) per student")
-    b.add_argument("--out", required=True, help="results folder")
-    b.add_argument("--regrade", action="store_true", help="grade again even when a result for the same content exists")
-    b.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
-    _common(b)
-    b.set_defaults(func=cmd_batch)
+    add_batch_parsers(sub, _common, _options, _hidden_paths)
 
     from grader import export, leaderboard
 
