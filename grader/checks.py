@@ -54,6 +54,61 @@ def compare(name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float
     return "\n".join(lines)
 
 
+def _names(value: Any) -> str:
+    items = value if isinstance(value, list) else [value]
+    return ", ".join(str(x)[:60] for x in items[:10])
+
+
+def _tensor_problem(name: str, value: Any, want_shape: list[int], want_dtype: torch.dtype) -> str | None:
+    """Whether the payload itself (not the worker's description of it) is what may be compared.
+
+    The payload comes from an untrusted process through `torch.load(weights_only=True)`: it may
+    be any tensor the loader can build, e.g. a view of one element expanded to a huge shape that
+    would exhaust memory when converted, or a sparse tensor. Checked before any arithmetic.
+    """
+    if type(value) is not torch.Tensor:
+        return f"{name}: the worker sent {type(value).__name__} instead of the output's values"
+    if value.layout != torch.strided or value.is_quantized or value.is_nested:
+        return f"{name}: the worker sent a {value.layout} tensor instead of a dense one"
+    if list(value.shape) != want_shape or value.dtype != want_dtype or value.device.type != "cpu":
+        return f"{name}: the worker sent values of shape {tuple(value.shape)} {value.dtype} that do not match its own description"
+    if not value.is_contiguous() or value.untyped_storage().nbytes() < (value.storage_offset() + value.numel()) * value.element_size():
+        return f"{name}: the worker sent a tensor whose memory does not hold its elements"
+    return None
+
+
+def _check_output(kind: ProblemKind, problem: Problem, case: Case, device: str, name: str, expected: torch.Tensor, value: Any, info: Any) -> str | None:
+    """The first rule of the output contract that `name` breaks, or None."""
+    if not info and value is None:
+        return f"{name}: missing"
+    if not isinstance(info, dict):
+        return f"{name}: the worker's description of it is malformed"
+    if not info.get("exact", False):
+        return f"{name}: returned {str(info.get('type', type(value).__name__))[:200]}, expected exactly torch.Tensor"
+    if info.get("layout", "strided") != "strided":
+        return f"{name}: a {str(info.get('layout'))[:40]} tensor, expected a dense (strided) torch.Tensor"
+    if info.get("aliases"):
+        return f"{name}: shares memory with the input(s) {_names(info['aliases'])}; return a new tensor"
+    if info.get("device") != device:
+        return f"{name}: on device {str(info.get('device'))[:40]}, expected {device}"
+    want_shape = list(expected.shape)
+    if info.get("shape") != want_shape:
+        shape = info.get("shape")
+        shown = tuple(shape) if isinstance(shape, list) else shape
+        return f"{name}: shape {str(shown)[:100]}, expected {tuple(want_shape)}"
+    want_dtype = kind.expected_dtype(name, case)
+    want = str(want_dtype).removeprefix("torch.")
+    if info.get("dtype") != want:
+        return f"{name}: dtype {str(info.get('dtype'))[:40]}, expected {want}"
+    if value is None:
+        return f"{name}: the worker sent no values for it"
+    bad = _tensor_problem(name, value, want_shape, want_dtype)
+    if bad:
+        return bad
+    tol = problem.tolerance_for(name, getattr(case, "dtype"))
+    return compare(name, value, expected, tol.atol, tol.rtol)
+
+
 def check_call(
     kind: ProblemKind,
     problem: Problem,
@@ -64,39 +119,23 @@ def check_call(
     meta: dict[str, Any],
     inputs_changed: list[str],
 ) -> Verdict:
-    """Every rule of the output contract, in the order a student should fix them."""
+    """Every rule of the output contract, in the order a student should fix them.
+
+    `outputs`, `meta` and `inputs_changed` come from the worker, an untrusted process: whatever
+    their shape, the answer is a verdict, never an exception.
+    """
     problems: list[str] = []
-    notes: dict[str, str] = meta.get("_notes", {}) or {}
+    outputs = outputs if isinstance(outputs, dict) else {}
+    meta = meta if isinstance(meta, dict) else {}
+    notes = meta.get("_notes")
+    notes = notes if isinstance(notes, dict) else {}
     if inputs_changed:
-        problems.append(f"the call modified its input(s) {', '.join(inputs_changed)}; inputs must be left unchanged")
+        problems.append(f"the call modified its input(s) {_names(inputs_changed)}; inputs must be left unchanged")
     for name in kind.output_names:
         if name in notes:
-            problems.append(f"{name}: {notes[name]}")
+            problems.append(f"{name}: {str(notes[name])[:1000]}")
             continue
-        info = meta.get(name) or {}
-        value = outputs.get(name)
-        if value is None and not info:
-            problems.append(f"{name}: missing")
-            continue
-        if not info.get("exact", False) or value is None:
-            problems.append(f"{name}: returned {info.get('type', type(value).__name__)}, expected exactly torch.Tensor")
-            continue
-        if info.get("aliases"):
-            problems.append(f"{name}: shares memory with the input(s) {', '.join(info['aliases'])}; return a new tensor")
-            continue
-        if info.get("device") != device:
-            problems.append(f"{name}: on device {info.get('device')}, expected {device}")
-            continue
-        want_shape = list(expected[name].shape)
-        if info.get("shape") != want_shape:
-            problems.append(f"{name}: shape {tuple(info.get('shape', []))}, expected {tuple(want_shape)}")
-            continue
-        want_dtype = kind.expected_dtype(name, case)
-        if info.get("dtype") != str(want_dtype).removeprefix("torch."):
-            problems.append(f"{name}: dtype {info.get('dtype')}, expected {str(want_dtype).removeprefix('torch.')}")
-            continue
-        tol = problem.tolerance_for(name, getattr(case, "dtype"))
-        message = compare(name, value, expected[name], tol.atol, tol.rtol)
+        message = _check_output(kind, problem, case, device, name, expected[name], outputs.get(name), meta.get(name))
         if message:
             problems.append(message)
     return Verdict(not problems, "\n".join(problems))

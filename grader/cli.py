@@ -34,7 +34,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--secret", default=None, help="secret mixed into input seeds (prefer GRADER_SECRET or --secret-file: argv is visible to other users)")
     p.add_argument("--secret-file", default=None, help="file holding the secret")
     p.add_argument("--problems", default=None, help="comma-separated subset of problems to grade")
-    p.add_argument("--worker-user", default="nobody", help="unprivileged user the worker runs as when the grader is root")
+    p.add_argument("--worker-user", default="nobody", help="fallback unprivileged user for the worker when no transient per-worker uid can be allocated (grader run as root)")
     p.add_argument("--public-only", action="store_true", help="ignore hidden cases even when their file is present")
     p.add_argument("--no-timing", action="store_true", help="skip performance timing (correctness only) on a GPU")
 

@@ -2,54 +2,90 @@
 
 Isolation, strongest first, as far as the machine allows (the level used is recorded in result.json):
 
-- "namespace": the grader runs as root and may create a mount namespace. The worker gets a
-  private mount table in which the reference, the hidden cases, the results folder and anything
-  else named in `hide` are covered by empty, unreadable tmpfs mounts (files by /dev/null), then
-  drops to an unprivileged user. Python installs that live under a folder the user could not
-  enter (say /root/.pyenv) are re-exposed read-only-by-permission through the same namespace.
+- "namespace": the grader runs as root and may create a mount namespace. In the worker's private
+  mount table the whole file system is read-only; the grader's own checkout (reference, hidden
+  cases, tests, .git) is covered by an empty tmpfs on which only `grader/` and the Python runtime
+  are bound back; /tmp, /var/tmp and /dev/shm are fresh private tmpfs (no other worker's scratch
+  is visible, nothing written there survives); the results folder, the secret file and anything
+  else named in `hide` are covered by unreadable mounts; /proc is a new instance mounted with
+  `hidepid=invisible` (Linux 5.8+), so the orchestrator's command line and environment, and every
+  other process, are invisible. The worker then drops to a transient user (below).
 - "uid": root, but no mount namespace (for example inside Docker without CAP_SYS_ADMIN): the
-  worker still drops to the unprivileged user, and the image keeps secrets readable by root only.
-- "none": the grader is not root (a student grading their own work): limits and the process
-  boundary only.
+  worker still drops to a transient user, and the image keeps secrets readable by root only.
+- "none": the grader is not root (a student grading their own work): limits, the process
+  boundary and the sweep only; the worker can do whatever the user running the grader can.
+
+The transient user: each worker gets a uid (and gid) of its own, drawn from a range no account
+uses and reserved with a lock file, so that RLIMIT_NPROC counts that worker's processes alone (a
+fork bomb cannot starve another student's worker, as it could if all of them ran as `nobody`),
+the worker cannot signal, trace or read the /proc files of any other worker, and the sweep can
+kill every process the worker left behind — even ones that called setsid and cleared their
+environment — with one `kill(-1, SIGKILL)` issued as that uid. Where no free range is mapped (a
+rootless container), the worker runs as `worker_user` instead and the sweep falls back to the
+process group and an environment token.
 
 In every level the worker is spawned with a fresh interpreter (never forked from the
-orchestrator), gets an environment with no secret in it, its own session and process group, and
-rlimits on CPU time, address space (CPU grading only: CUDA reserves more virtual memory than any
-sane limit), processes, file size and core dumps.
+orchestrator), gets an environment with no secret in it, its own session and process group, an
+OOM score that makes the kernel kill it before anything else, no_new_privs (setuid binaries do
+not elevate), and rlimits on CPU time, address space (CPU grading only: CUDA reserves more
+virtual memory than any sane limit), processes, file size and core dumps. Its stdout and stderr
+are drained by threads that keep the first `output_bytes` and count the rest, and every write to
+it and read from it is bounded by the problem's deadline, so whatever it does, the grader returns.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
+import io
 import os
 import pwd
+import random
 import re
 import resource
 import secrets
 import shutil
 import signal
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from grader import protocol
 
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
-MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 0x1000, 0x2000, 0x4000, 0x40000
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+PR_SET_NO_NEW_PRIVS = 38
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture (new syscall table)
+AT_FDCWD, AT_RECURSIVE = -100, 0x8000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
 
 # the profiler's own log lines (kineto prints them whatever its log level): not the student's output
 PROFILER_NOISE = re.compile(r"^(USDT|INFO|WARNING):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \S+\.cpp:\d+\]")
 GRADER_ROOT = Path(__file__).resolve().parent.parent
+# nothing but `sys` is bound in the worker's __main__: the harness is not one attribute away
 BOOTSTRAP = (
-    "import sys; root = sys.argv.pop(1); sys.path.insert(0, root); "
-    "from grader.worker import main; sys.path.remove(root); sys.exit(main(sys.argv[1:]))"
+    "import sys\n"
+    "sys.path.insert(0, sys.argv.pop(1))\n"
+    "__import__('grader.worker')\n"
+    "del sys.path[0]\n"
+    "sys.exit(sys.modules['grader.worker'].main(sys.argv[1:]))\n"
 )
+# world-writable folders that get a private, size-limited tmpfs in the worker's namespace
+PRIVATE_TMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+TRANSIENT_UIDS = range(1_900_000_000, 1_901_000_000)
+SKIP_NAMES = {"__pycache__", ".git", ".ipynb_checkpoints"}
+SWEEP_ROUNDS = 20
+EXIT_GRACE_S = 1.0
 
 
 @dataclass
@@ -59,14 +95,28 @@ class SandboxConfig:
     worker_user: str = "nobody"
     memory_bytes: int | None = 8 << 30
     cpu_seconds: int = 600
-    max_processes: int = 1024
+    #: per worker (its transient uid); threads count too: torch, CUDA and torch.compile's
+    #: compile workers need a few hundred at most
+    max_processes: int = 512
     max_file_bytes: int = 256 << 20
     output_bytes: int = 64 << 10
+    #: size of each private tmpfs (the worker's home and tmp, /tmp, /var/tmp, /dev/shm)
+    tmpfs_bytes: int = 256 << 20
+    #: the submission copy: files beyond this total are left out (and said so in the output)
+    submission_bytes: int = 64 << 20
+    #: the worker's share of GPU memory through PyTorch's allocator (advisory: see docs/defenses.md)
+    gpu_memory_fraction: float | None = 0.75
+    #: a uid per worker rather than `worker_user` (see the module docstring)
+    private_uid: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
 class CapturedStream:
-    """Drains a pipe in a thread, keeping the first `limit` bytes and counting the rest."""
+    """Drains a pipe in a thread, keeping the first `limit` bytes and counting the rest.
+
+    The rest is read and discarded, never stored: a worker printing a gigabyte costs a gigabyte of
+    pipe traffic, not a gigabyte of the grader's memory, and never blocks on a full pipe.
+    """
 
     def __init__(self, fd: int, limit: int) -> None:
         self.fd, self.limit = fd, limit
@@ -83,9 +133,9 @@ class CapturedStream:
                 break
             if not chunk:
                 break
-            room = self.limit - len(self.kept)
-            self.kept += chunk[: max(room, 0)]
-            self.dropped += max(len(chunk) - max(room, 0), 0)
+            room = max(self.limit - len(self.kept), 0)
+            self.kept += chunk[:room]
+            self.dropped += max(len(chunk) - room, 0)
         os.close(self.fd)
 
     def text(self) -> str:
@@ -94,8 +144,24 @@ class CapturedStream:
         return body + (f"\n[... {self.dropped} more bytes not kept]" if self.dropped else "")
 
 
+# -- the C library, resolved in the parent so the child only makes system calls ------------------
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+_LIBC: ctypes.CDLL | None = None
+
+
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    global _LIBC
+    if _LIBC is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name in ("mount", "unshare", "prctl", "syscall"):
+            getattr(libc, name)  # resolve now: no dlsym (and its locks) between fork and exec
+        _LIBC = libc
+    return _LIBC
 
 
 def _mount(libc: ctypes.CDLL, source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
@@ -105,15 +171,22 @@ def _mount(libc: ctypes.CDLL, source: str | None, target: str, fstype: str | Non
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
+def _kernel_at_least(major: int, minor: int) -> bool:
+    match = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return bool(match) and (int(match.group(1)), int(match.group(2))) >= (major, minor)
+
+
+# -- what the worker needs, and who it runs as ---------------------------------------------------
+
+
 def _blocked_ancestor(path: Path) -> Path | None:
     """The highest ancestor of `path` that others may not enter, if any."""
-    blocked = None
     for parent in reversed(path.parents):
         try:
             if not os.stat(parent).st_mode & 0o001:
                 return parent
         except OSError:
-            return blocked
+            return None
     try:
         return path if not os.stat(path).st_mode & 0o001 else None
     except OSError:
@@ -132,80 +205,238 @@ def runtime_paths() -> list[Path]:
     return sorted(p for p in resolved if not any(q != p and q in p.parents for q in resolved))
 
 
+def _project_root() -> Path | None:
+    """GRADER_ROOT when it is the course checkout (reference, hidden cases, .git): a thing to cover."""
+    if (GRADER_ROOT / "pyproject.toml").is_file() or (GRADER_ROOT / "assignment").is_dir():
+        return GRADER_ROOT
+    return None
+
+
+def _mapped(path: str, ids: range) -> bool:
+    """Whether `ids` lies inside one range of this user namespace's uid_map or gid_map."""
+    try:
+        lines = Path(path).read_text().split("\n")
+    except OSError:
+        return False
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3:
+            inside, count = int(parts[0]), int(parts[2])
+            if inside <= ids.start and ids.stop <= inside + count:
+                return True
+    return False
+
+
+def _process_ids(uid: int) -> list[int]:
+    """Live (non-zombie) processes whose real, effective, saved or file-system uid is `uid`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as f:
+                status = f.read()
+        except OSError:
+            continue
+        state = re.search(r"^State:\s+(\S)", status, re.M)
+        uids = re.search(r"^Uid:\s+(.*)$", status, re.M)
+        if state and uids and state.group(1) not in "ZX" and str(uid) in uids.group(1).split():
+            found.append(int(entry.name))
+    return found
+
+
+class UidLease:
+    """A uid (and gid of the same number) that no account owns and no process uses, held by lock."""
+
+    def __init__(self, uid: int, lock_fd: int, lock_path: Path) -> None:
+        self.uid = self.gid = uid
+        self._fd, self._path = lock_fd, lock_path
+
+    def release(self) -> None:
+        if self._fd < 0:
+            return
+        try:
+            self._path.unlink()
+        except OSError:
+            pass
+        os.close(self._fd)
+        self._fd = -1
+
+
+def _lock_dir() -> Path | None:
+    """Where leases are held: /run (one place for every grader on the host) or else the temp dir."""
+    base = Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
+    folder = base / "grader-uid-locks"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    # somebody else's folder, or one others may write, cannot vouch for a reservation
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        return None
+    return folder
+
+
+def lease_uid(pool: range = TRANSIENT_UIDS, attempts: int = 64) -> UidLease | None:
+    """Reserve a transient uid for one worker; None where the pool is not mapped or no lock works."""
+    if not (_mapped("/proc/self/uid_map", pool) and _mapped("/proc/self/gid_map", pool)):
+        return None
+    folder = _lock_dir()
+    if folder is None:
+        return None
+    rng = random.SystemRandom()
+    for _ in range(attempts):
+        uid = rng.randrange(pool.start, pool.stop)
+        try:
+            pwd.getpwuid(uid)
+            continue  # an account has it
+        except KeyError:
+            pass
+        path = folder / str(uid)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # the holder may have unlinked the file between our open and our lock: then it is stale
+            if os.fstat(fd).st_ino != os.stat(path).st_ino:
+                raise BlockingIOError
+        except OSError:
+            os.close(fd)
+            continue
+        if _process_ids(uid):
+            os.close(fd)
+            continue
+        return UidLease(uid, fd, path)
+    return None
+
+
 @dataclass
 class IsolationPlan:
     level: str
     uid: int | None = None
     gid: int | None = None
+    #: the uid is this worker's alone: the sweep kills everything it owns
+    private_uid: bool = False
     hide: list[Path] = field(default_factory=list)
-    expose: dict[Path, list[Path]] = field(default_factory=dict)
-    stage: Path | None = None
+    #: folders covered by an empty tmpfs (outermost first) and the paths bound back inside them
+    covers: list[Path] = field(default_factory=list)
+    keep: list[Path] = field(default_factory=list)
+    protect_proc: bool = False
 
 
-def plan_isolation(config: SandboxConfig, want_namespace: bool = True) -> IsolationPlan:
+def plan_isolation(config: SandboxConfig, want_namespace: bool = True, uid: int | None = None, gid: int | None = None) -> IsolationPlan:
+    """What isolation this machine allows; `uid`/`gid` override `worker_user` (a transient uid)."""
     if os.geteuid() != 0:
         return IsolationPlan("none")
-    user = pwd.getpwnam(config.worker_user)
-    plan = IsolationPlan("namespace" if want_namespace else "uid", uid=user.pw_uid, gid=user.pw_gid)
+    if uid is None:
+        try:
+            user = pwd.getpwnam(config.worker_user)
+        except KeyError:
+            raise RuntimeError(f"the worker user {config.worker_user!r} does not exist on this machine (see --worker-user)") from None
+        uid, gid = user.pw_uid, user.pw_gid
+    plan = IsolationPlan("namespace" if want_namespace else "uid", uid=uid, gid=gid if gid is not None else uid)
     if want_namespace:
-        plan.hide = [p.resolve() for p in config.hide if p.exists()]
-        for needed in runtime_paths():
+        plan.hide = [p.resolve() for p in config.hide if os.path.lexists(p)]
+        plan.keep = runtime_paths()
+        covers = {p for p in PRIVATE_TMP if p.is_dir() and not p.is_symlink()}
+        root = _project_root()
+        if root is not None:
+            covers.add(root)
+        for needed in plan.keep:
             blocked = _blocked_ancestor(needed)
             if blocked is not None:
-                plan.expose.setdefault(blocked, []).append(needed)
+                covers.add(blocked)
+        # a folder the runtime lives in (or under which it is) cannot be covered
+        plan.covers = sorted((c for c in covers if not any(k == c or k in c.parents for k in plan.keep)), key=lambda p: len(p.parts))
+        plan.protect_proc = _kernel_at_least(5, 8)
     return plan
 
 
-def _apply_namespace(plan: IsolationPlan) -> None:
-    """Runs in the child, as root, before it drops privileges. Raises if anything fails."""
+# -- the child side: runs between fork and exec ---------------------------------------------------
+
+
+@dataclass
+class _ChildSetup:
+    """Everything the child does before exec, computed in the parent (strings and numbers only)."""
+
+    limits: list[tuple[int, int]]
+    namespace: bool
+    covers: list[tuple[str, list[str]]]
+    hide: list[tuple[str, bool]]
+    blocked_file: str
+    private_tmpfs: list[str]
+    tmpfs_bytes: int
+    protect_proc: bool
+    uid: int | None
+    gid: int | None
+    cwd: str
+
+
+def _enter_namespace(setup: _ChildSetup) -> None:
+    """Runs in the child, as root, before it drops privileges. Raises if a required step fails."""
     libc = _libc()
     if libc.unshare(CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
-    assert plan.stage is not None
-    i = 0
-    for blocked, needed in plan.expose.items():
-        staged = []
-        for path in needed:
-            stage = plan.stage / f"s{i}"
-            i += 1
-            _mount(libc, str(path), str(stage), None, MS_BIND | MS_REC, None)
-            staged.append((stage, path))
-        _mount(libc, "tmpfs", str(blocked), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for stage, path in staged:
-            os.makedirs(path, exist_ok=True)
-            _mount(libc, str(stage), str(path), None, MS_MOVE, None)
-    for path in plan.hide:
-        if not path.exists():  # already out of sight behind an exposed folder's tmpfs
+    blocked_fd = os.open(setup.blocked_file, os.O_PATH | os.O_CLOEXEC)
+    # everything read-only (Linux 5.12+); later tmpfs mounts are writable. Older kernels: skipped.
+    attr = _MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)
+    libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
+    small = f"size={min(setup.tmpfs_bytes, 64 << 20)}"
+    for cover, keeps in setup.covers:
+        if not os.path.isdir(cover):
             continue
-        if path.is_dir():
-            _mount(libc, "tmpfs", str(path), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k")
+        held = [(os.open(k, os.O_PATH | os.O_CLOEXEC), k) for k in keeps if os.path.isdir(k)]
+        mode = "1777" if cover in ("/tmp", "/var/tmp", "/dev/shm") else "0755"
+        _mount(libc, "tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},{small}")
+        for fd, keep in held:
+            os.makedirs(keep, exist_ok=True)
+            _mount(libc, f"/proc/self/fd/{fd}", keep, None, MS_BIND | MS_REC, None)
+            os.close(fd)
+    for path, is_dir in setup.hide:
+        if not os.path.lexists(path):  # already out of sight under a cover
+            continue
+        if is_dir:
+            _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k")
         else:
-            _mount(libc, str(plan.stage / "blocked"), str(path), None, MS_BIND, None)
+            _mount(libc, f"/proc/self/fd/{blocked_fd}", path, None, MS_BIND, None)
+    os.close(blocked_fd)
+    for path in setup.private_tmpfs:
+        _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={setup.uid},gid={setup.gid},size={setup.tmpfs_bytes}")
+    if setup.protect_proc:
+        try:
+            _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+        except OSError:
+            pass  # e.g. a container whose /proc has masked paths: processes stay visible (documented)
+    # the working directory was entered before the mounts: enter it again, on its private tmpfs
+    os.chdir(setup.cwd)
 
 
-def _preexec(plan: IsolationPlan, config: SandboxConfig) -> Any:
-    def setup() -> None:
-        limits = [
-            (resource.RLIMIT_CPU, config.cpu_seconds),
-            (resource.RLIMIT_FSIZE, config.max_file_bytes),
-            (resource.RLIMIT_CORE, 0),
-        ]
-        if config.memory_bytes and config.device == "cpu":
-            limits.append((resource.RLIMIT_AS, config.memory_bytes))
-        if plan.uid is not None:
-            limits.append((resource.RLIMIT_NPROC, config.max_processes))
-        for which, value in limits:
+def _preexec(setup: _ChildSetup) -> Callable[[], None]:
+    def run() -> None:
+        for which, value in setup.limits:
             resource.setrlimit(which, (value, value))
-        if plan.level == "namespace":
-            _apply_namespace(plan)
-        if plan.uid is not None:
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")  # under memory pressure the kernel kills a worker, not the grader
+        except OSError:
+            pass
+        if setup.namespace:
+            _enter_namespace(setup)
+        if setup.uid is not None:
+            _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
             os.setgroups([])
-            os.setgid(plan.gid)  # type: ignore[arg-type]
-            os.setuid(plan.uid)
+            os.setresgid(setup.gid, setup.gid, setup.gid)  # type: ignore[arg-type]
+            os.setresuid(setup.uid, setup.uid, setup.uid)
 
-    return setup
+    return run
+
+
+# -- the worker -----------------------------------------------------------------------------------
 
 
 class WorkerDied(Exception):
@@ -218,15 +449,141 @@ class WorkerTimeout(Exception):
     pass
 
 
+_REPLY_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "status": str,
+    "message": str,
+    "traceback": str,
+    "type": str,
+    "fatal": bool,
+    "meta": dict,
+    "inputs_changed": list,
+    "triton_launches": int,
+    "profile": (dict, type(None)),
+    "samples_s": list,
+    "wall_s": (int, float),
+}
+
+
+def check_reply(reply: dict[str, Any]) -> dict[str, Any]:
+    """The shape of a worker message, checked before the orchestrator reads any of it.
+
+    A worker is untrusted: a field of the wrong type would otherwise surface as an exception deep
+    inside the orchestrator. Values are still data to judge; only their types are checked here.
+    """
+    if not isinstance(reply.get("status"), str):
+        raise protocol.ProtocolError("the message has no status")
+    for key, kinds in _REPLY_FIELDS.items():
+        if key in reply and not isinstance(reply[key], kinds):
+            raise protocol.ProtocolError(f"field {key!r} is a {type(reply[key]).__name__}")
+    if not all(isinstance(x, str) for x in reply.get("inputs_changed", [])):
+        raise protocol.ProtocolError("inputs_changed holds something other than names")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in reply.get("samples_s", [])):
+        raise protocol.ProtocolError("samples_s holds something other than numbers")
+    profile = reply.get("profile") or {}
+    for key in ("aten_ops", "gpu_kernels"):
+        if not isinstance(profile.get(key, []), list) or not all(isinstance(x, str) for x in profile.get(key, [])):
+            raise protocol.ProtocolError(f"profile.{key} is not a list of names")
+    if not isinstance(profile.get("triton_launches", 0), int):
+        raise protocol.ProtocolError("profile.triton_launches is not a number")
+    return reply
+
+
+def check_archive(blob: bytes) -> None:
+    """A payload must be what torch.save writes: a zip archive of stored (uncompressed) entries.
+
+    torch.load accepts deflated entries too, and inflates them before it checks anything: a
+    megabyte of forged payload could become a gigabyte in the orchestrator. With stored entries
+    only, what is loaded is never larger than what was received (torch.load checks each record's
+    size against the tensor it claims to hold).
+    """
+    if not blob:
+        return
+    if not blob.startswith(b"PK\x03\x04"):
+        raise protocol.ProtocolError("the payload is not a torch.save archive")
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+        raise protocol.ProtocolError(f"the payload is not a readable archive: {exc}") from None
+    total = 0
+    for entry in entries:
+        local = blob[entry.header_offset : entry.header_offset + 30]
+        if len(local) < 30 or local[:4] != b"PK\x03\x04":
+            raise protocol.ProtocolError("the payload's archive has a broken entry")
+        (method,) = struct.unpack("<H", local[8:10])
+        if entry.compress_type != zipfile.ZIP_STORED or method != zipfile.ZIP_STORED:
+            raise protocol.ProtocolError("the payload's archive has compressed entries (torch.save writes none)")
+        total += entry.file_size
+    if total > len(blob):
+        raise protocol.ProtocolError("the payload's archive claims more data than it holds")
+
+
+def _copy_submission(src: Path, dst: Path, budget: int) -> list[str]:
+    """Copy regular files only, without following links; say what was left out and why.
+
+    Done as root, so a symbolic link would be followed with root's rights: a link named gelu.py
+    pointing at reference/gelu.py would hand the reference to the worker. FIFOs and devices
+    would block or never end. Neither is copied.
+    """
+    notes: list[str] = []
+    used = 0
+    dst.mkdir()
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+        rel = Path(dirpath).relative_to(src)
+        for name in sorted(dirnames):
+            st = os.lstat(os.path.join(dirpath, name))
+            if name in SKIP_NAMES or not stat.S_ISDIR(st.st_mode):
+                dirnames.remove(name)
+                if stat.S_ISLNK(st.st_mode):
+                    notes.append(f"left out {rel / name}: a symbolic link")
+                continue
+            (dst / rel / name).mkdir()
+        for name in sorted(filenames):
+            where = rel / name
+            if name.endswith(".pyc"):
+                continue
+            try:
+                fd = os.open(os.path.join(dirpath, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError as exc:
+                notes.append(f"left out {where}: {'a symbolic link' if exc.errno == errno.ELOOP else exc.strerror}")
+                continue
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    notes.append(f"left out {where}: not a regular file")
+                    continue
+                if used + st.st_size > budget:
+                    notes.append(f"left out {where}: the submission is over {budget >> 20} MiB")
+                    continue
+                data = f.read(st.st_size + 1)[: st.st_size]
+            used += len(data)
+            (dst / where).write_bytes(data)
+    return notes
+
+
 class Worker:
     """One worker process for one problem of one submission."""
 
     def __init__(self, config: SandboxConfig, submission: Path, problem: str, module: str, function: str) -> None:
         self.config = config
         self.token = secrets.token_hex(8)
+        self.notes: list[str] = []
+        self.lease: UidLease | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.scratch = Path(tempfile.mkdtemp(prefix="grader-worker-"))
-        self.plan = plan_isolation(config)
-        self._spawn(submission, problem, module, function)
+        try:
+            if os.geteuid() == 0 and config.private_uid:
+                self.lease = lease_uid()
+            uid = self.lease.uid if self.lease else None
+            self.plan = plan_isolation(config, uid=uid, gid=uid)
+            self.plan.private_uid = self.lease is not None
+            self._spawn(submission, problem, module, function)
+        except OSError as exc:
+            self._cleanup()
+            raise WorkerDied(f"the worker could not be started: {exc}") from None
+        except BaseException:
+            self._cleanup()
+            raise
 
     def _env(self) -> dict[str, str]:
         env = {
@@ -234,6 +591,11 @@ class Worker:
             "HOME": str(self.scratch / "home"),
             "TMPDIR": str(self.scratch / "tmp"),
             "TRITON_CACHE_DIR": str(self.scratch / "home" / ".triton"),
+            # the worker's uid may have no passwd entry: getpass (used by torch's inductor caches)
+            # reads these first instead of failing on getpwuid
+            "USER": "grader-worker",
+            "LOGNAME": "grader-worker",
+            "TORCHINDUCTOR_CACHE_DIR": str(self.scratch / "home" / ".inductor"),
             "PYTHONUNBUFFERED": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
             "LANG": "C.UTF-8",
@@ -252,29 +614,61 @@ class Worker:
         return env
 
     def _prepare_scratch(self, submission: Path) -> Path:
-        """Copy the submission where the worker can read it but not change it."""
+        """Copy the submission where only this worker can read it; make its home and tmp."""
         copy = self.scratch / "submission"
-        shutil.copytree(submission, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".git"), symlinks=False)
+        self.notes += _copy_submission(submission, copy, self.config.submission_bytes)
         for sub in ("home", "tmp", "stage"):
             (self.scratch / sub).mkdir()
-        os.chmod(self.scratch, 0o755)
-        for dirpath, dirnames, filenames in os.walk(copy):
-            os.chmod(dirpath, 0o755)
-            for name in filenames:
-                os.chmod(os.path.join(dirpath, name), 0o644)
-        if self.plan.uid is not None:
-            for sub in ("home", "tmp"):
-                os.chown(self.scratch / sub, self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
-        self.plan.stage = self.scratch / "stage"
-        blocked = self.plan.stage / "blocked"  # bound over hidden files: root-owned, mode 000
+        blocked = self.scratch / "stage" / "blocked"  # bound over hidden files: root-owned, mode 000
         blocked.touch()
         os.chmod(blocked, 0)
-        for i in range(sum(len(v) for v in self.plan.expose.values())):
-            (self.plan.stage / f"s{i}").mkdir()
+        if self.plan.uid is None:
+            return copy
+        # root-owned scratch others may cross but not list; the rest belongs to the worker alone
+        os.chmod(self.scratch, 0o711)
+        os.chmod(self.scratch / "stage", 0o700)
+        for dirpath, dirnames, filenames in os.walk(copy):
+            os.chown(dirpath, self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
+            os.chmod(dirpath, 0o500)
+            for name in filenames:
+                os.chown(os.path.join(dirpath, name), self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
+                os.chmod(os.path.join(dirpath, name), 0o400)
+        for sub in ("home", "tmp"):
+            os.chown(self.scratch / sub, self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
+            os.chmod(self.scratch / sub, 0o700)
         return copy
+
+    def _setup(self) -> _ChildSetup:
+        config, plan = self.config, self.plan
+        limits = [
+            (resource.RLIMIT_CPU, config.cpu_seconds),
+            (resource.RLIMIT_FSIZE, config.max_file_bytes),
+            (resource.RLIMIT_CORE, 0),
+        ]
+        if config.memory_bytes and config.device == "cpu":
+            limits.append((resource.RLIMIT_AS, config.memory_bytes))
+        if plan.uid is not None:
+            limits.append((resource.RLIMIT_NPROC, config.max_processes))
+        namespace = plan.level == "namespace"
+        keep = plan.keep + [self.scratch]
+        covers = [(str(c), [str(k) for k in keep if c in k.parents]) for c in plan.covers]
+        return _ChildSetup(
+            limits=limits,
+            namespace=namespace,
+            covers=covers,
+            hide=[(str(p), p.is_dir()) for p in plan.hide],
+            blocked_file=str(self.scratch / "stage" / "blocked"),
+            private_tmpfs=[str(self.scratch / "home"), str(self.scratch / "tmp")] if namespace else [],
+            tmpfs_bytes=config.tmpfs_bytes,
+            protect_proc=plan.protect_proc,
+            uid=plan.uid,
+            gid=plan.gid,
+            cwd=str(self.scratch / "tmp"),
+        )
 
     def _spawn(self, submission: Path, problem: str, module: str, function: str) -> None:
         copy = self._prepare_scratch(submission)
+        _libc()
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -284,6 +678,8 @@ class Worker:
             "--submission", str(copy), "--problem", problem, "--module", module, "--function", function,
             "--device", self.config.device, "--req-fd", str(req_r), "--rep-fd", str(rep_w),
         ]
+        if self.config.device == "cuda" and self.config.gpu_memory_fraction:
+            argv += ["--gpu-memory-fraction", str(self.config.gpu_memory_fraction)]
         try:
             try:
                 self.proc = self._popen(argv, req_r, rep_w, out_w, err_w)
@@ -291,8 +687,19 @@ class Worker:
                 if self.plan.level != "namespace":
                     raise
                 # no mount namespace here (e.g. a container without CAP_SYS_ADMIN): drop the user only
-                self.plan = plan_isolation(self.config, want_namespace=False)
+                self.plan = plan_isolation(self.config, want_namespace=False, uid=self.plan.uid, gid=self.plan.gid)
+                self.plan.private_uid = self.lease is not None
+                blocked = [b for b in map(_blocked_ancestor, runtime_paths()) if b is not None]
+                if blocked:
+                    raise subprocess.SubprocessError(
+                        f"no mount namespace could be made, and without one the worker's user cannot enter {blocked[0]} "
+                        "where Python or its packages live: install them where others may read them"
+                    )
                 self.proc = self._popen(argv, req_r, rep_w, out_w, err_w)
+        except subprocess.SubprocessError as exc:
+            for fd in (req_w, rep_r, out_r, err_r):
+                os.close(fd)
+            raise OSError(f"{exc}") from None
         finally:
             for fd in (req_r, rep_w, out_w, err_w):
                 os.close(fd)
@@ -310,32 +717,50 @@ class Worker:
             cwd=str(self.scratch / "tmp"),
             env=self._env(),
             start_new_session=True,
-            preexec_fn=_preexec(self.plan, self.config),
+            preexec_fn=_preexec(self._setup()),
         )
 
     # -- talking to it --------------------------------------------------------------------------
 
     def _receive(self, deadline: float, max_blob: int) -> tuple[dict[str, Any], bytes]:
         try:
-            return protocol.recv(self.rep, deadline, max_blob)
+            header, blob = protocol.recv(self.rep, deadline, max_blob)
+            check_archive(blob)
+            return check_reply(header), blob
         except protocol.Deadline:
             self.kill()
             raise WorkerTimeout() from None
         except protocol.PeerGone:
+            if time.monotonic() >= deadline:
+                raise WorkerTimeout() from None
             raise WorkerDied(self.exit_reason()) from None
+        except protocol.ProtocolError as exc:
+            # a worker that breaks the protocol is as good as dead: nothing it sends can be trusted
+            self.kill()
+            raise WorkerDied(f"the worker broke the grader's protocol ({exc})") from None
 
     def wait_ready(self, deadline: float) -> dict[str, Any]:
         header, _ = self._receive(deadline, 0)
         return header
 
     def call(self, header: dict[str, Any], blob: bytes, deadline: float, max_blob: int) -> tuple[dict[str, Any], bytes]:
+        # a worker that stops reading would block this write forever once the pipe is full: a
+        # watchdog kills it at the deadline, which breaks the pipe and ends the write
+        watchdog = threading.Timer(max(deadline - time.monotonic(), 0.0), self.kill)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             protocol.send(self.req, header, blob)
-        except (BrokenPipeError, OSError):
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise WorkerTimeout() from None
             raise WorkerDied(self.exit_reason()) from None
+        finally:
+            watchdog.cancel()
         return self._receive(deadline, max_blob)
 
     def exit_reason(self) -> str:
+        assert self.proc is not None
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -349,54 +774,105 @@ class Worker:
 
     def output(self) -> str:
         parts = []
+        if self.notes:
+            parts.append("--- grader ---\n" + "\n".join(self.notes))
         for label, stream in (("stdout", self.stdout), ("stderr", self.stderr)):
             text = "\n".join(line for line in stream.text().splitlines() if not PROFILER_NOISE.match(line)).strip()
             if text:
                 parts.append(f"--- {label} ---\n{text}")
         return "\n".join(parts)
 
+    # -- stopping it ----------------------------------------------------------------------------
+
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self._sweep()
 
-    def _sweep(self) -> None:
-        """Kill processes the worker left behind, even ones that started a new session."""
-        if self.plan.uid is None:
-            return
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
+    def _kill_as_uid(self) -> None:
+        """kill(-1, SIGKILL) as the transient uid: every process it owns, in one system call.
+
+        The kernel walks the process list under a lock that fork must also take, so a fork bomb
+        cannot add children during the walk. Run through /bin/sh (always reachable for any uid).
+        """
+        assert self.plan.uid is not None
+        try:
+            subprocess.run(
+                ["/bin/sh", "-c", "kill -9 -1"],
+                user=self.plan.uid, group=self.plan.gid, extra_groups=[],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env={}, cwd="/", timeout=10, check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            for pid in _process_ids(self.plan.uid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def _tagged_processes(self) -> list[int]:
+        """Processes that carry this worker's token in their environment or its process group."""
+        found = []
+        uid = self.plan.uid if self.plan.uid is not None else os.geteuid()
+        for pid in _process_ids(uid):
             try:
-                status = (entry / "status").read_text()
-                uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
-                if uid != self.plan.uid:
-                    continue
-                if self.token.encode() in (entry / "environ").read_bytes() or os.getpgid(int(entry.name)) == self.proc.pid:
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (OSError, StopIteration, ValueError):
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    tagged = self.token.encode() in f.read()
+                if tagged or (self.proc is not None and os.getpgid(pid) == self.proc.pid):
+                    found.append(pid)
+            except OSError:
                 continue
+        return found
+
+    def _sweep(self) -> None:
+        """Kill what the worker left behind, even processes that started a new session."""
+        for round_ in range(SWEEP_ROUNDS):
+            if self.plan.private_uid:
+                assert self.plan.uid is not None
+                if not _process_ids(self.plan.uid):
+                    return
+                self._kill_as_uid()
+            else:
+                left = [p for p in self._tagged_processes() if p != os.getpid()]
+                if not left:
+                    return
+                for pid in left:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            time.sleep(0.01 * (round_ + 1))
 
     def close(self) -> None:
-        try:
-            protocol.send(self.req, {"op": "exit"})
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        self.kill()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        for fd in (self.req, self.rep):
+        if self.proc is not None:
             try:
-                os.close(fd)
+                # non-blocking: a worker that stopped reading must not hold the grader here
+                os.set_blocking(self.req, False)
+                protocol.send(self.req, {"op": "exit"})
             except OSError:
                 pass
-        shutil.rmtree(self.scratch, ignore_errors=True)
+            try:
+                # a worker at rest exits at once; one that does not is busy with the submission's code
+                self.proc.wait(timeout=EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            self.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            for fd in (self.req, self.rep):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._cleanup()
 
+    def _cleanup(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None

@@ -1,0 +1,5 @@
+"""Attack: KeyboardInterrupt inside the call (to abort the grader?)."""
+
+
+def triton_gelu(x):
+    raise KeyboardInterrupt

@@ -1,0 +1,45 @@
+"""Attack: patch the timers (a timed call would look instant); the kernel itself is right."""
+import time
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gelu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = 2.0 / (1.0 + tl.exp(-2.0 * u)) - 1.0
+    tl.store(y_ptr + offs, (0.5 * x * (1.0 + t)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _kernel_gelu(x):
+    xc = x.contiguous()
+    y = torch.empty_like(xc)
+    _gelu[(triton.cdiv(xc.numel(), 1024),)](xc, y, xc.numel(), BLOCK=1024)
+    return y
+
+time.perf_counter = lambda: 0.0
+
+
+class _Event:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def record(self, *args):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return 1e-6
+
+
+torch.cuda.Event = _Event
+
+
+def triton_gelu(x):
+    return _kernel_gelu(x)

@@ -1,0 +1,4 @@
+"""Attack: end the worker at import."""
+import sys
+
+sys.exit(3)

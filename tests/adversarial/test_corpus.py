@@ -1,0 +1,287 @@
+"""The adversarial corpus: every hostile submission of corpus.toml, graded through the real CLI.
+
+Each entry is graded in its own `python -m grader.cli grade` process (the orchestrator) so that
+gradings run side by side, so that an attack on the orchestrator would show as a crashed
+process, and so that the orchestrator's peak memory can be read back. Only the entries whose
+tests were selected are graded, once per session. On top of each entry's own assertions, every
+grading must: exit 0, write a valid result, leave the submission folder as it was, and leave no
+worker process behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from grader.records import Result
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CORRECT = ROOT / "examples" / "submissions" / "correct"
+CORPUS: list[dict[str, Any]] = tomllib.loads((HERE / "corpus.toml").read_text())["attack"]
+BY_NAME = {a["name"]: a for a in CORPUS}
+IS_ROOT = os.geteuid() == 0
+HAS_GPU = torch.cuda.is_available()
+PARALLEL = max(3, min(6, (os.cpu_count() or 2) + 1))
+GRADE_LIMIT_S = 400
+# the orchestrator as a child process that reports its own peak memory
+RUNNER = (
+    "import resource, sys\n"
+    "from grader.cli import main\n"
+    "code = main(sys.argv[2:])\n"
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
+    "sys.exit(code)\n"
+)
+
+
+@dataclass
+class Graded:
+    """One entry after grading: what the CLI did and what it wrote."""
+
+    entry: dict[str, Any]
+    places: dict[str, str]
+    returncode: int
+    stderr: str
+    result: dict[str, Any] | None
+    result_files: dict[str, str] = field(default_factory=dict)
+    max_rss_mb: float = 0.0
+    submission_changed: bool = False
+    leftovers: list[str] = field(default_factory=list)
+
+    def sub(self, text: str) -> str:
+        for key, value in self.places.items():
+            text = text.replace(f"@@{key}@@", value)
+        return text
+
+    def problem(self, name: str) -> dict[str, Any]:
+        assert self.result is not None, f"no result.json; the CLI said:\n{self.stderr[-3000:]}"
+        found = {p["name"]: p for p in self.result["problems"]}
+        assert name in found, f"{name} was not graded: {list(found)}"
+        return found[name]
+
+    def text(self, name: str) -> str:
+        problem = self.problem(name)
+        return "\n".join([problem["message"], problem["output"], *(t["message"] for t in problem["tests"])])
+
+
+def _selected(entry: dict[str, Any]) -> bool:
+    return (HAS_GPU or not entry.get("gpu")) and (IS_ROOT or not entry.get("root"))
+
+
+def _tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        digest.update(str(path.relative_to(folder)).encode())
+        if path.is_symlink():
+            digest.update(os.readlink(path).encode())
+        elif path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _processes_mentioning(needle: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if needle in cmdline:
+                found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
+def _build(entry: dict[str, Any], base: Path) -> tuple[Path, dict[str, str], list[str]]:
+    """The submission folder for `entry` with placeholders filled in, and the CLI arguments."""
+    work = base / entry["name"]
+    submission, out, tmp = work / "submission", work / "out", work / "tmp"
+    tmp.mkdir(parents=True)
+    places = {
+        "ROOT": str(ROOT),
+        "OUT": str(out),
+        "SUBMISSION": str(submission),
+        "TOKEN": f"corpus-{entry['name']}-{secrets.token_hex(4)}",
+        "SECRET_FILE": str(work / "secret.txt"),
+        "MARKER": str(work / "pickle-ran"),
+        "TMP": str(tmp),
+    }
+    source = HERE / "submissions" / entry["name"]
+    if entry.get("make") is None:
+        shutil.copytree(source, submission)
+        for path in submission.rglob("*.py"):
+            text = path.read_text()
+            for key, value in places.items():
+                text = text.replace(f"@@{key}@@", value)
+            path.write_text(text)
+    else:
+        submission.mkdir()
+        if entry["make"] == "symlink":
+            (submission / "gelu.py").symlink_to(ROOT / "reference" / "gelu.py")
+        elif entry["make"] == "fifo":
+            os.mkfifo(submission / "gelu.py")
+    for other in entry.get("others", {}):
+        shutil.copy(CORRECT / f"{other}.py", submission / f"{other}.py")
+    problems = [entry["problem"], *entry.get("others", {})]
+    device = "cuda" if entry.get("gpu") else "cpu"
+    args = ["grade", str(submission), "--out", str(out), "--problems", ",".join(problems), "--device", device]
+    if "timeout" in entry:
+        args += ["--timeout", str(entry["timeout"])]
+    if entry.get("secret") == "file":
+        Path(places["SECRET_FILE"]).write_text("SENTINEL-FILE-SECRET\n")
+        args += ["--secret-file", places["SECRET_FILE"]]
+    elif entry.get("secret") == "argv":
+        args += ["--secret", "SENTINEL-ARGV-SECRET"]
+    return submission, places, args
+
+
+def _grade(entry: dict[str, Any], base: Path) -> Graded:
+    submission, places, args = _build(entry, base)
+    before = _tree_digest(submission)
+    out = Path(places["OUT"])
+    rss_file = Path(places["TMP"]).parent / "maxrss"
+    env = {**os.environ, "TMPDIR": places["TMP"], "GRADER_SECRET": "SENTINEL-ENV-SECRET", "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", RUNNER, str(rss_file), *args],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=GRADE_LIMIT_S, errors="replace",
+        )
+        code, stderr = proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
+    result_path = out / "result.json"
+    result = json.loads(result_path.read_text()) if result_path.is_file() else None
+    files = {str(p.relative_to(out)): p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()} if out.is_dir() else {}
+    graded = Graded(entry, places, code, stderr, result, files)
+    graded.max_rss_mb = int(rss_file.read_text()) / 1024 if rss_file.is_file() else 0.0
+    graded.submission_changed = entry.get("make") != "fifo" and _tree_digest(submission) != before
+    graded.leftovers = _processes_mentioning(places["TMP"])
+    if entry.get("leftover"):
+        graded.leftovers += _processes_mentioning(graded.sub(entry["leftover"]))
+    return graded
+
+
+@pytest.fixture(scope="module")
+def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Graded]:
+    """Grade the selected entries, side by side, slowest first (the hangs run out their limits)."""
+    wanted = [
+        item.callspec.params["name"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec") and "name" in item.callspec.params
+    ]
+    entries = [BY_NAME[n] for n in dict.fromkeys(wanted) if _selected(BY_NAME[n])]
+    entries.sort(key=lambda e: -e.get("timeout", 0))
+    base = tmp_path_factory.mktemp("corpus")
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        futures = {e["name"]: pool.submit(_grade, e, base) for e in entries}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _param(entry: dict[str, Any]) -> Any:
+    marks = []
+    if entry.get("gpu"):
+        marks.append(pytest.mark.gpu)
+    if entry.get("root") and not IS_ROOT:
+        marks.append(pytest.mark.skip(reason="this defence needs the grader to run as root (namespace or uid isolation)"))
+    return pytest.param(entry["name"], marks=marks, id=entry["name"])
+
+
+@pytest.mark.parametrize("name", [_param(e) for e in CORPUS])
+def test_attack_gets_its_verdict(name: str, corpus: dict[str, Graded]) -> None:
+    graded = corpus[name]
+    entry = graded.entry
+    assert graded.returncode == 0, f"the grader did not finish cleanly ({graded.returncode}):\n{graded.stderr[-3000:]}"
+    assert graded.result is not None
+    Result.model_validate(graded.result)
+    problem = graded.problem(entry["problem"])
+    text = graded.text(entry["problem"])
+    findings = {f["rule"] for f in problem["findings"]}
+    for rule in entry.get("findings", []):
+        assert rule in findings, f"the static scan did not report {rule!r}: {sorted(findings)}"
+    if entry.get("undefended"):
+        if problem["status"] == entry["verdict"]:
+            pytest.fail(f"{name} is caught now: move it out of the known holes (corpus.toml, docs/defenses.md)")
+        pytest.xfail(entry["undefended"])
+    if "verdict" in entry:
+        assert problem["status"] == entry["verdict"], f"status {problem['status']}, expected {entry['verdict']}:\n{text[:3000]}"
+    if "score" in entry:
+        assert problem["score"] == entry["score"], text[:3000]
+    for needle in entry.get("message", []):
+        assert graded.sub(needle) in text, f"{graded.sub(needle)!r} is not in the report:\n{text[:3000]}"
+    for needle in entry.get("output", []):
+        assert graded.sub(needle) in problem["output"], f"{graded.sub(needle)!r} is not in the worker output:\n{problem['output'][:3000]}"
+    for needle in entry.get("absent_text", []):
+        for file, content in graded.result_files.items():
+            assert needle not in content, f"{needle!r} leaked into {file}"
+    for path in entry.get("absent", []):
+        assert not os.path.lexists(graded.sub(path)), f"the attack wrote {graded.sub(path)}"
+    if "performance" in entry:
+        assert problem["performance"]["status"] in entry["performance"] and not problem["performance"]["score"]
+    if "max_rss_mb" in entry:
+        assert 0 < graded.max_rss_mb < entry["max_rss_mb"], f"the orchestrator peaked at {graded.max_rss_mb:.0f} MB"
+    for other, status in entry.get("others", {}).items():
+        assert graded.problem(other)["status"] == status, f"{other} was affected: {graded.text(other)[:2000]}"
+
+
+@pytest.mark.parametrize("name", [_param(e) for e in CORPUS])
+def test_attack_leaves_nothing_behind(name: str, corpus: dict[str, Graded]) -> None:
+    """No worker process outlives its grading; the submission folder is as it was."""
+    graded = corpus[name]
+    assert not graded.leftovers, f"processes left behind: {graded.leftovers}"
+    assert not graded.submission_changed, "the grading changed the submission folder"
+    out_files = set(graded.result_files)
+    assert {"result.json", "report.html", "gradescope/results.json"} <= out_files
+    assert not any("pwned" in f for f in out_files), sorted(out_files)
+
+
+def test_corpus_table_matches_the_folders() -> None:
+    """Every folder is in the table and every table entry has its folder (or is built by the test)."""
+    folders = {p.name for p in (HERE / "submissions").iterdir() if p.is_dir()}
+    listed = {e["name"] for e in CORPUS if "make" not in e}
+    assert folders == listed, (folders - listed, listed - folders)
+    for entry in CORPUS:
+        assert {"attack", "caught_by", "problem"} <= set(entry), entry["name"]
+        assert entry.get("verdict") in (None, "passed", "partial", "failed", "error"), entry["name"]
+
+
+def test_every_attack_is_listed_in_the_defences_page() -> None:
+    page = (ROOT / "docs" / "defenses.md").read_text()
+    missing = [e["name"] for e in CORPUS if f"`{e['name']}`" not in page]
+    assert not missing, f"docs/defenses.md does not list {missing}"
+
+
+def test_default_secret_warns_when_hidden_cases_are_graded(tmp_path: Path) -> None:
+    """Hidden cases graded with the default secret get a loud warning (grade and batch); a real one does not."""
+    folder = tmp_path / "class" / "student1"
+    shutil.copytree(HERE / "submissions" / "torch-gelu", folder)
+    env = {k: v for k, v in os.environ.items() if k != "GRADER_SECRET"}
+    cli = [sys.executable, "-m", "grader.cli"]
+    common = ["--problems", "gelu", "--device", "cpu"]
+    runs = {
+        "default": ([*cli, "grade", str(folder), "--out", str(tmp_path / "default"), *common], env),
+        "secret": ([*cli, "grade", str(folder), "--out", str(tmp_path / "secret"), *common], {**env, "GRADER_SECRET": "a real one"}),
+        "public": ([*cli, "grade", str(folder), "--out", str(tmp_path / "public"), "--public-only", *common], env),
+        "batch": ([*cli, "batch", str(tmp_path / "class"), "--out", str(tmp_path / "batch"), *common], env),
+    }
+    procs = {k: subprocess.Popen(argv, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k, (argv, e) in runs.items()}
+    said = {k: p.communicate(timeout=GRADE_LIMIT_S)[0] for k, p in procs.items()}
+    assert all(p.returncode == 0 for p in procs.values()), said
+    warnings = {k: json.loads((tmp_path / k / "result.json").read_text())["warnings"] for k in ("default", "secret", "public")}
+    warnings["batch"] = json.loads((tmp_path / "batch" / "student1" / "result.json").read_text())["warnings"]
+    assert any("default secret" in w for w in warnings["default"]) and "default secret" in said["default"]
+    assert any("default secret" in w for w in warnings["batch"])
+    assert warnings["secret"] == [] and "default secret" not in said["secret"]
+    assert warnings["public"] == [], "no hidden cases, nothing to protect: no warning"

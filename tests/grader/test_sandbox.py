@@ -1,0 +1,371 @@
+"""The worker sandbox, tested with real worker processes: isolation, limits, the sweep, the protocol.
+
+Each test starts a worker on a tiny submission whose import does the probing and prints what it
+found as JSON lines; the test reads the worker's captured output after closing it. Tests of the
+namespace and of the transient user need the grader to run as root (they skip otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import protocol
+from grader.sandbox import (
+    GRADER_ROOT,
+    TRANSIENT_UIDS,
+    CapturedStream,
+    SandboxConfig,
+    Worker,
+    WorkerDied,
+    WorkerTimeout,
+    _process_ids,
+    check_archive,
+    check_reply,
+    lease_uid,
+    plan_isolation,
+)
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="isolation levels need the grader to run as root")
+PREAMBLE = "import json, os, sys\ndef say(**kw):\n    print(json.dumps(kw), flush=True)\n"
+STUB = "\ndef triton_gelu(x):\n    return x\n"
+
+
+def submission(tmp_path: Path, body: str, name: str = "sub") -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "gelu.py").write_text(PREAMBLE + body + STUB)
+    return folder
+
+
+def run_worker(folder: Path, config: SandboxConfig | None = None, wait_s: float = 60) -> tuple[Worker, dict, list[dict]]:
+    """Start a worker, wait for its greeting, close it; return it, the greeting and its JSON lines."""
+    worker = Worker(config or SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    try:
+        greeting = worker.wait_ready(time.monotonic() + wait_s)
+    finally:
+        worker.close()
+    lines = [json.loads(line) for line in worker.stdout.text().splitlines() if line.startswith("{")]
+    return worker, greeting, lines
+
+
+def said(lines: list[dict]) -> dict:
+    merged: dict = {}
+    for line in lines:
+        merged.update(line)
+    return merged
+
+
+# -- isolation --------------------------------------------------------------------------------------
+
+
+@needs_root
+def test_worker_cannot_see_the_reference_hidden_cases_results_or_secret(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "result.json").write_text('{"score": 1}')
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SENTINEL")
+    probe = f"""
+def attempt(label, action):
+    try:
+        action()
+        say(**{{label: "allowed"}})
+    except OSError as exc:
+        say(**{{label: type(exc).__name__}})
+attempt("read_reference", lambda: open("{GRADER_ROOT}/reference/gelu.py").read())
+attempt("read_hidden", lambda: open("{GRADER_ROOT}/assignment/hidden_cases.toml").read())
+attempt("list_git", lambda: os.listdir("{GRADER_ROOT}/.git"))
+attempt("list_results", lambda: os.listdir("{results}"))
+attempt("read_result", lambda: open("{results}/result.json").read())
+attempt("write_results", lambda: open("{results}/forged.json", "w").write("x"))
+attempt("read_secret", lambda: open("{secret}").read())
+attempt("write_etc", lambda: open("/etc/grader-was-here", "w").write("x"))
+attempt("write_tmp", lambda: open("/tmp/grader-sandbox-test-marker", "w").write("x"))
+attempt("write_home", lambda: open(os.environ["HOME"] + "/x", "w").write("x"))
+say(uid=os.getuid(), gid=os.getgid(), groups=os.getgroups())
+say(pids=sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), me=os.getpid())
+say(parent_visible=os.path.exists(f"/proc/{{os.getppid()}}"), env=sorted(os.environ))
+say(grader_listing=sorted(os.listdir("{GRADER_ROOT}")))
+"""
+    config = SandboxConfig(device="cpu", hide=[results, secret])
+    worker, greeting, lines = run_worker(submission(tmp_path, probe), config)
+    seen = said(lines)
+    assert greeting["status"] == "ready", worker.output()
+    assert worker.plan.level == "namespace"
+    for key in ("read_reference", "read_hidden", "list_git", "list_results", "read_result", "write_results", "read_secret", "write_etc"):
+        assert seen[key] != "allowed", (key, seen)
+    assert seen["write_tmp"] == "allowed" and seen["write_home"] == "allowed", "a private /tmp and home stay usable"
+    assert not Path("/tmp/grader-sandbox-test-marker").exists(), "the worker's /tmp is its own"
+    assert not Path("/etc/grader-was-here").exists()
+    assert sorted(os.listdir(results)) == ["result.json"] and secret.read_text() == "SENTINEL"
+    assert seen["uid"] in TRANSIENT_UIDS and seen["gid"] == seen["uid"] and seen["groups"] == []
+    assert seen["pids"] == [seen["me"]] and not seen["parent_visible"], "hidepid: no other process is visible"
+    assert not any("SECRET" in k for k in seen["env"])
+    assert seen["grader_listing"] == sorted(p.name for p in [GRADER_ROOT / "grader", GRADER_ROOT / ".venv"] if p.exists())
+
+
+@needs_root
+def test_each_worker_gets_its_own_uid_and_gives_it_back(tmp_path: Path) -> None:
+    folder = submission(tmp_path, "say(uid=os.getuid())\n")
+    a = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    b = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    try:
+        assert a.plan.private_uid and b.plan.private_uid
+        assert a.plan.uid != b.plan.uid
+        locks = [a.lease._path, b.lease._path]  # type: ignore[union-attr]
+        assert all(p.exists() for p in locks)
+    finally:
+        a.close()
+        b.close()
+    assert not any(p.exists() for p in locks), "leases are released with the worker"
+
+
+@needs_root
+def test_submission_copy_skips_links_and_fifos_and_is_private(tmp_path: Path) -> None:
+    folder = submission(tmp_path, "say(files=sorted(os.listdir(os.path.dirname(__file__))))\n")
+    (folder / "link.py").symlink_to(GRADER_ROOT / "reference" / "gelu.py")
+    (folder / "linkdir").symlink_to(GRADER_ROOT / "reference")
+    os.mkfifo(folder / "pipe.py")
+    (folder / "data").mkdir()
+    (folder / "data" / "table.txt").write_text("ok")
+    worker = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    try:
+        copy = worker.scratch / "submission"
+        st = os.stat(copy / "gelu.py")
+        assert (st.st_uid, st.st_mode & 0o777) == (worker.plan.uid, 0o400)
+        assert worker.wait_ready(time.monotonic() + 60)["status"] == "ready"
+    finally:
+        worker.close()
+    seen = said([json.loads(line) for line in worker.stdout.text().splitlines() if line.startswith("{")])
+    assert seen["files"] == ["data", "gelu.py"]
+    notes = "\n".join(worker.notes)
+    assert "left out link.py: a symbolic link" in notes and "left out linkdir: a symbolic link" in notes
+    assert "left out pipe.py: not a regular file" in notes
+    assert "--- grader ---" in worker.output()
+
+
+def test_plan_covers_the_checkout_and_tmp_but_never_the_runtime() -> None:
+    if os.geteuid() != 0:
+        assert plan_isolation(SandboxConfig(device="cpu")).level == "none"
+        return
+    plan = plan_isolation(SandboxConfig(device="cpu"), uid=TRANSIENT_UIDS.start, gid=TRANSIENT_UIDS.start)
+    assert plan.level == "namespace" and plan.uid == TRANSIENT_UIDS.start
+    assert GRADER_ROOT in plan.covers and Path("/tmp") in plan.covers
+    assert GRADER_ROOT / "grader" in plan.keep
+    for cover in plan.covers:
+        assert not any(keep == cover or keep in cover.parents for keep in plan.keep), cover
+    assert [len(c.parts) for c in plan.covers] == sorted(len(c.parts) for c in plan.covers), "outermost first"
+
+
+@needs_root
+def test_without_a_mount_namespace_the_worker_still_drops_to_its_own_uid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in Docker without CAP_SYS_ADMIN: unshare fails, the worker runs at the "uid" level."""
+    from grader import sandbox
+
+    monkeypatch.setattr(sandbox, "CLONE_NEWNS", 0x1)  # not a namespace flag: unshare() fails with EINVAL
+    probe = "say(uid=os.getuid(), processes=len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
+    blocked = [b for b in map(sandbox._blocked_ancestor, sandbox.runtime_paths()) if b is not None]
+    if blocked:
+        with pytest.raises(WorkerDied, match=f"cannot enter {blocked[0]}"):
+            run_worker(submission(tmp_path, probe))
+        pytest.skip(f"Python lives under {blocked[0]}, which only root may enter: the uid level cannot run here")
+    worker, greeting, lines = run_worker(submission(tmp_path, probe))
+    seen = said(lines)
+    assert greeting["status"] == "ready" and worker.plan.level == "uid"
+    assert seen["uid"] == worker.plan.uid and seen["uid"] in TRANSIENT_UIDS
+    assert seen["processes"] > 1, "the uid level has no private /proc (docs/defenses.md)"
+    assert _process_ids(worker.plan.uid) == []  # type: ignore[arg-type]
+
+
+@needs_root
+def test_no_lease_from_a_pool_outside_the_uid_map() -> None:
+    assert lease_uid(range(1 << 32, (1 << 32) + 10)) is None
+
+
+# -- limits and the sweep ---------------------------------------------------------------------------
+
+
+@needs_root
+def test_fork_bomb_is_capped_per_worker_and_swept(tmp_path: Path) -> None:
+    bomb = """
+import time
+children = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    children += 1
+say(children=children)
+"""
+    config = SandboxConfig(device="cpu", max_processes=40)
+    worker, greeting, lines = run_worker(submission(tmp_path, bomb), config)
+    assert greeting["status"] == "ready", worker.output()
+    assert 0 < said(lines)["children"] < 40, "RLIMIT_NPROC counts this worker's processes only"
+    assert _process_ids(worker.plan.uid) == [], "every process of the transient uid is gone"  # type: ignore[arg-type]
+
+
+@needs_root
+def test_processes_that_leave_the_session_and_clear_their_environment_are_swept(tmp_path: Path) -> None:
+    escape = """
+if os.fork() == 0:
+    os.setsid()
+    os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)"], {})
+"""
+    worker, greeting, _ = run_worker(submission(tmp_path, escape))
+    assert greeting["status"] == "ready"
+    assert _process_ids(worker.plan.uid) == []  # type: ignore[arg-type]
+
+
+def test_address_space_limit_turns_a_memory_hog_into_an_import_error(tmp_path: Path) -> None:
+    hog = "hog = []\nwhile True:\n    hog.append(bytearray(64 << 20))\n"
+    worker, greeting, _ = run_worker(submission(tmp_path, hog), SandboxConfig(device="cpu", memory_bytes=3 << 30))
+    assert greeting["status"] == "import_error"
+    assert "MemoryError" in greeting["message"] and "3 GiB" in greeting["message"]
+
+
+def test_wall_clock_deadline_kills_a_hung_import(tmp_path: Path) -> None:
+    folder = submission(tmp_path, "import time\ntime.sleep(600)\n")
+    worker = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        worker.wait_ready(start + 8)
+    worker.close()
+    assert time.monotonic() - start < 20
+    assert worker.proc is not None and worker.proc.poll() is not None
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+
+def test_output_is_capped_and_the_rest_counted(tmp_path: Path) -> None:
+    flood = "chunk = 'y' * (1 << 20)\nfor _ in range(48):\n    sys.stdout.write(chunk)\nsys.stdout.flush()\n"
+    worker, greeting, _ = run_worker(submission(tmp_path, flood), SandboxConfig(device="cpu", output_bytes=4096))
+    assert greeting["status"] == "ready"
+    assert len(worker.stdout.kept) == 4096
+    assert worker.stdout.dropped == 48 * (1 << 20) - 4096
+    assert f"[... {48 * (1 << 20) - 4096} more bytes not kept]" in worker.output()
+
+
+def test_captured_stream_keeps_the_head_and_drains_the_rest() -> None:
+    read, write = os.pipe()
+    stream = CapturedStream(read, 10)
+    for _ in range(100):
+        os.write(write, b"0123456789" * 100)
+    os.close(write)
+    assert stream.text() == "0123456789\n[... 99990 more bytes not kept]"
+
+
+# -- the protocol ------------------------------------------------------------------------------------
+
+
+FRAME = "import struct\nREPLY = int(sys.argv[sys.argv.index('--rep-fd') + 1])\n"
+
+
+@pytest.mark.parametrize(
+    ("written", "reason"),
+    [
+        ("struct.pack('<Q', 5) + b'nope!'", "header is not JSON"),
+        ("struct.pack('<Q', 1 << 40)", "exceeds the 1048576-byte limit"),
+        ("struct.pack('<Q', 2) + b'[]'", "header is not a JSON object"),
+        ("(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'ready', 'blob': 1 << 40}).encode())", "payload size"),
+        ("(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 7}).encode())", "has no status"),
+        ("(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'ready', 'fatal': 'yes'}).encode())", "field 'fatal' is a str"),
+    ],
+    ids=["not-json", "huge-header", "not-an-object", "huge-payload", "no-status", "wrong-type"],
+)
+def test_a_worker_that_breaks_the_protocol_is_dead(tmp_path: Path, written: str, reason: str) -> None:
+    folder = submission(tmp_path, FRAME + f"os.write(REPLY, {written})\n")
+    worker = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    try:
+        with pytest.raises(WorkerDied, match="broke the grader's protocol") as died:
+            worker.wait_ready(time.monotonic() + 60)
+        assert reason in died.value.reason
+        assert worker.proc is not None and worker.proc.wait(timeout=2) == -9, "killed at once"
+    finally:
+        worker.close()
+
+
+def test_a_worker_that_stops_reading_cannot_block_the_grader(tmp_path: Path) -> None:
+    stall = FRAME + (
+        "head = json.dumps({'status': 'ready'}).encode()\n"
+        "os.write(REPLY, struct.pack('<Q', len(head)) + head)\n"
+        "import time\ntime.sleep(600)\n"
+    )
+    worker = Worker(SandboxConfig(device="cpu"), submission(tmp_path, stall), "gelu", "gelu", "triton_gelu")
+    try:
+        assert worker.wait_ready(time.monotonic() + 60)["status"] == "ready"
+        start = time.monotonic()
+        with pytest.raises(WorkerTimeout):
+            worker.call({"op": "call"}, b"\0" * (16 << 20), start + 3, 0)
+        assert time.monotonic() - start < 10
+    finally:
+        worker.close()
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_a_pickle_that_is_not_tensors_is_refused_without_running(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self) -> tuple:
+            return (os.system, (f"touch {marker}",))
+
+    with pytest.raises(protocol.ProtocolError, match="could not decode"):
+        protocol.unpack_tensors(pickle.dumps({"out": Payload()}))
+    assert not marker.exists()
+
+
+def test_only_uncompressed_torch_save_archives_pass() -> None:
+    import io
+    import zipfile
+
+    import torch
+
+    real = protocol.pack_tensors({"out": torch.zeros(64)})
+    check_archive(real)
+    check_archive(b"")
+    deflated = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(real)) as src, zipfile.ZipFile(deflated, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for name in src.namelist():
+            out.writestr(name, src.read(name))
+    for bad, reason in ((deflated.getvalue(), "compressed entries"), (pickle.dumps({"out": 1}), "not a torch.save archive"), (b"PK\x03\x04garbage", "not a readable archive")):
+        with pytest.raises(protocol.ProtocolError, match=reason):
+            check_archive(bad)
+
+
+def test_check_reply_accepts_real_replies_and_refuses_wrong_types() -> None:
+    ok = {"status": "ok", "meta": {}, "inputs_changed": ["x"], "triton_launches": 1, "profile": {"aten_ops": ["aten::empty"], "gpu_kernels": [], "triton_launches": 1}}
+    assert check_reply(ok) is ok
+    assert check_reply({"status": "ok", "samples_s": [1e-3, 2e-3]})
+    for bad in (
+        {"status": "ok", "meta": []},
+        {"status": "ok", "inputs_changed": [1]},
+        {"status": "ok", "profile": {"aten_ops": "aten::gelu"}},
+        {"status": "ok", "profile": {"aten_ops": [None]}},
+        {"status": "ok", "samples_s": ["fast"]},
+        {"status": "ok", "triton_launches": "many"},
+        {"message": "no status"},
+    ):
+        with pytest.raises(protocol.ProtocolError):
+            check_reply(bad)
+
+
+def test_frames_are_read_whole() -> None:
+    """The test submissions above frame by hand; this pins the format they assume."""
+    read, write = os.pipe()
+    protocol.send(write, {"status": "ready"})
+    os.close(write)
+    (size,) = struct.unpack("<Q", os.read(read, 8))
+    assert json.loads(os.read(read, size)) == {"status": "ready", "blob": 0}
+    os.close(read)
