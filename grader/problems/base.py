@@ -140,3 +140,37 @@ class ProblemKind:
     def work(self, case: Case) -> tuple[float, float]:
         """(bytes moved at least once, floating-point operations) of one timed call."""
         raise NotImplementedError
+
+
+class OneTensorKind(ProblemKind):
+    """A problem whose function maps one tensor `x` to one output: GeLU and softmax.
+
+    Subclasses give the float64 definition and PyTorch's op; calling, timing and expected
+    outputs follow from them.
+    """
+
+    output_names = ("out",)
+
+    @staticmethod
+    def definition(x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @staticmethod
+    def torch_op(x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def expected(self, inputs: dict[str, Any], case: Case) -> dict[str, torch.Tensor]:
+        return {"out": self.definition(inputs["x"].double())}
+
+    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
+        with watch():
+            out = fn(inputs["x"])
+        return CallOutput({"out": out})
+
+    def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
+        x = inputs["x"]
+        return lambda: fn(x)
+
+    def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
+        x = inputs["x"]
+        return lambda: self.torch_op(x)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
 
-from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, with_layout
+from grader.problems.base import TORCH_DTYPES, OneTensorKind, with_layout
 from grader.spec import Case, DType
 
 
@@ -25,10 +24,11 @@ def gelu_definition(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
-class Gelu(ProblemKind):
+class Gelu(OneTensorKind):
     name = "gelu"
     case_model = GeluCase
-    output_names = ("out",)
+    definition = staticmethod(gelu_definition)
+    torch_op = staticmethod(lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
 
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         assert isinstance(case, GeluCase)
@@ -41,22 +41,6 @@ class Gelu(ProblemKind):
             x = x.masked_fill(mask, float("nan"))
         x = x.to(TORCH_DTYPES[case.dtype])
         return {"x": with_layout(x, case.layout, gen)}
-
-    def expected(self, inputs: dict[str, Any], case: Case) -> dict[str, torch.Tensor]:
-        return {"out": gelu_definition(inputs["x"].double())}
-
-    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
-        with watch():
-            out = fn(inputs["x"])
-        return CallOutput({"out": out})
-
-    def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
-        x = inputs["x"]
-        return lambda: fn(x)
-
-    def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
-        x = inputs["x"]
-        return lambda: torch.nn.functional.gelu(x, approximate="tanh")
 
     def work(self, case: Case) -> tuple[float, float]:
         assert isinstance(case, GeluCase)

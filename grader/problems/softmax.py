@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
 
-from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, with_layout
+from grader.problems.base import TORCH_DTYPES, OneTensorKind, with_layout
 from grader.spec import Case, DType
 
 
@@ -32,10 +31,11 @@ def padded_rows(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return view
 
 
-class Softmax(ProblemKind):
+class Softmax(OneTensorKind):
     name = "softmax"
     case_model = SoftmaxCase
-    output_names = ("out",)
+    definition = staticmethod(softmax_definition)
+    torch_op = staticmethod(lambda x: torch.softmax(x, dim=-1))
 
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         assert isinstance(case, SoftmaxCase)
@@ -59,22 +59,6 @@ class Softmax(ProblemKind):
         else:
             x = with_layout(x, case.layout, gen)
         return {"x": x}
-
-    def expected(self, inputs: dict[str, Any], case: Case) -> dict[str, torch.Tensor]:
-        return {"out": softmax_definition(inputs["x"].double())}
-
-    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
-        with watch():
-            out = fn(inputs["x"])
-        return CallOutput({"out": out})
-
-    def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
-        x = inputs["x"]
-        return lambda: fn(x)
-
-    def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
-        x = inputs["x"]
-        return lambda: torch.softmax(x, dim=-1)
 
     def work(self, case: Case) -> tuple[float, float]:
         assert isinstance(case, SoftmaxCase)
