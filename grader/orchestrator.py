@@ -323,12 +323,12 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     findings = scan.scan_submission(submission)
     problems = []
     isolation = ""
+    modules = {p.module for p in assignment.problems}
     for problem in assignment.problems:
         if options.problems and problem.name not in options.problems:
             continue
         run = ProblemRun(assignment, problem, submission, device, options, config)
         result = run.run()
-        modules = {p.module for p in assignment.problems}
         # a finding in a helper file (not one of the four modules) could serve any problem
         result.findings = [f for f in findings if f.file.removesuffix(".py") == problem.module or f.file.removesuffix(".py") not in modules]
         isolation = run.isolation or isolation
