@@ -443,6 +443,29 @@ def sweep_matmul(mm, dev, budget_s):
         del a, b, c
 
 
+def sweep_gelu(gl, dev, budget_s):
+    """GeLU's (BLOCK_SIZE, num_warps) on 16384x16384, fp32 and bf16, against a device copy."""
+    t_end = time.time() + budget_s
+    log("gelu sweep: (BLOCK_SIZE, num_warps) -> GB/s and % of copy")
+    for dt in (torch.float32, torch.bfloat16):
+        x = torch.randn(16384, 16384, device=dev, dtype=dt)
+        y = torch.empty_like(x)
+        n, nbytes = x.numel(), 2 * x.numel() * x.element_size()
+        copy = gbs(nbytes, bench(lambda: y.copy_(x)))
+        res = []
+        for block in (1024, 2048, 4096, 8192, 16384):
+            for w in (4, 8, 16):
+                if time.time() > t_end or block // (32 * w) < 4:
+                    continue
+                grid = (triton.cdiv(n, block),)
+                ms = bench(lambda: gl.gelu_kernel[grid](x, y, n, BLOCK_SIZE=block, num_warps=w), rep=50)
+                res.append((gbs(nbytes, ms), block, w))
+        res.sort(reverse=True)
+        log(f"  {dt} (copy {copy:,.0f} GB/s, default {gl.launch_config(x.element_size())}): "
+            + ", ".join(f"{b}/w{w}: {v:,.0f} ({100 * v / copy:.0f}%)" for v, b, w in res[:8]))
+        del x, y
+
+
 def to_markdown(header):
     lines = [header, "",
              "| op | shape | dtype | ours | PyTorch | unit | ours / PyTorch | target | % of target "
@@ -459,7 +482,7 @@ def to_markdown(header):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sweep", nargs="?", const="softmax,matmul", default="",
-                    help="also run the tuning sweeps (softmax, matmul or both)")
+                    help="also run the tuning sweeps (softmax, matmul, gelu: comma-separated)")
     ap.add_argument("--sweep-budget", type=float, default=150.0, help="seconds for the sweeps")
     ap.add_argument("--skip-checks", action="store_true")
     ap.add_argument("--no-final", action="store_true", help="skip the final table (sweeps only)")
@@ -491,6 +514,8 @@ def main():
             sweep_softmax(sm, dev, share)
         if "matmul" in parts:
             sweep_matmul(mm, dev, share)
+        if "gelu" in parts and gl is not None:
+            sweep_gelu(gl, dev, share)
         ROWS.clear()
     if args.no_final:
         return
