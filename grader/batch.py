@@ -431,6 +431,10 @@ class Context:
             out += ["--problems", ",".join(self.options.problems)]
         if getattr(self.args, "public_only", False):
             out.append("--public-only")
+        if getattr(self.args, "no_timing", False):
+            out.append("--no-timing")
+        if getattr(self.args, "parallel", None):
+            out += ["--parallel", str(self.args.parallel)]
         return out
 
 

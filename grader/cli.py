@@ -37,6 +37,22 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-user", default="nobody", help="fallback unprivileged user for the worker when no transient per-worker uid can be allocated (grader run as root)")
     p.add_argument("--public-only", action="store_true", help="ignore hidden cases even when their file is present")
     p.add_argument("--no-timing", action="store_true", help="skip performance timing (correctness only) on a GPU")
+    p.add_argument(
+        "--parallel",
+        type=_positive_int,
+        default=None,
+        help="problems whose correctness cases run at once, each in its own worker (default: all on a GPU, 1 on the CPU); timing is always one at a time",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
 
 
 def _options(args: argparse.Namespace, hide: list[Path]):
@@ -50,6 +66,7 @@ def _options(args: argparse.Namespace, hide: list[Path]):
         problems=args.problems.split(",") if args.problems else None,
         hide=hide,
         time_performance=not getattr(args, "no_timing", False),
+        parallel=getattr(args, "parallel", None),
     )
 
 

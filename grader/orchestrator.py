@@ -41,6 +41,9 @@ class GradeOptions:
     student: str | None = None
     reference_dir: Path = performance.REFERENCE_DIR
     progress: Callable[[str], None] | None = None
+    #: problems whose correctness cases run at once, each in its own worker (None: all of them on
+    #: a GPU, where the time goes to compiling kernels on the CPU; one at a time on the CPU)
+    parallel: int | None = None
 
 
 def resolve_device(requested: str) -> str:
@@ -104,6 +107,8 @@ class ProblemRun:
         self.cheat: str | None = None
         self.fatal: str | None = None
         self.isolation = ""
+        self.started = 0.0
+        self.checked_at = 0.0
 
     # -- worker lifecycle ------------------------------------------------------------------------
 
@@ -176,8 +181,17 @@ class ProblemRun:
     # -- the problem ------------------------------------------------------------------------------
 
     def run(self) -> ProblemResult:
-        start = time.monotonic()
-        self.deadline = start + self.limit
+        return self.finish(self.check())
+
+    def pause(self) -> None:
+        """Stop this problem's worker (if any) while something else is timed on the GPU."""
+        if self.worker is not None:
+            self.worker.pause()
+
+    def check(self) -> list[TestResult]:
+        """The correctness half: every case of the problem's suite, in this problem's worker."""
+        self.started = time.monotonic()
+        self.deadline = self.started + self.limit
         suite = "gpu" if self.device == "cuda" else "cpu"
         cases = self.problem.suite_cases(suite)
         tests: list[TestResult] = []
@@ -232,9 +246,18 @@ class ProblemRun:
             )
             if self.options.progress:
                 self.options.progress(f"{self.problem.name}: {case.name} {status}")
+        self.checked_at = time.monotonic()
+        return tests
+
+    def finish(self, tests: list[TestResult]) -> ProblemResult:
+        """The performance half and the problem's result; the worker is stopped at the end."""
+        # time spent waiting for other problems' timing does not count against this problem's limit
+        waited = time.monotonic() - self.checked_at
+        self.deadline += waited
+        suite = "gpu" if self.device == "cuda" else "cpu"
         perf = self._performance(tests)
         self._stop_worker()
-        return self._result(cases, tests, perf, time.monotonic() - start)
+        return self._result(self.problem.suite_cases(suite), tests, perf, time.monotonic() - self.started - waited)
 
     # -- performance ------------------------------------------------------------------------------
 
@@ -257,7 +280,7 @@ class ProblemRun:
             shapes = []
             for case in self.problem.benchmarks:
                 seed = case_seed(self.options.secret, self.problem.name, case, 0) % (1 << 40)
-                shapes.append(performance.measure_shape(self._timing_call, side, case, seed, gpu))
+                shapes.append(performance.measure_shape(self._timing_call, side, case, seed, gpu, quiet=self.pause))
                 if self.options.progress:
                     self.options.progress(f"{self.problem.name}: timed {case.name}")
                 torch.cuda.empty_cache()
@@ -311,6 +334,20 @@ class ProblemRun:
         return scoring.finish_problem(result, fatal=self.fatal is not None)
 
 
+def _check_all(runs: list[ProblemRun], parallel: int) -> list[list[TestResult]]:
+    """Every problem's correctness half; `parallel` at once, each problem in its own worker.
+
+    On a GPU the correctness half is mostly compiling (Triton, autotuning) on the CPU, and the
+    problems' workers are independent, so they overlap; timing (finish) stays one at a time.
+    """
+    if parallel <= 1 or len(runs) <= 1:
+        return [run.check() for run in runs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="grader-check") as pool:
+        return list(pool.map(lambda run: run.check(), runs))
+
+
 def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Result:
     """Grade one submission folder; never raises for anything the submission does."""
     started = time.monotonic()
@@ -324,13 +361,14 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     problems = []
     isolation = ""
     modules = {p.module for p in assignment.problems}
-    for problem in assignment.problems:
-        if options.problems and problem.name not in options.problems:
-            continue
-        run = ProblemRun(assignment, problem, submission, device, options, config)
-        result = run.run()
+    runs = [ProblemRun(assignment, p, submission, device, options, config) for p in assignment.problems if not options.problems or p.name in options.problems]
+    for run, tests in zip(runs, _check_all(runs, options.parallel or (len(runs) if device == "cuda" else 1))):
+        for other in runs:  # nothing else of this submission runs while one problem is timed
+            if other is not run:
+                other.pause()
+        result = run.finish(tests)
         # a finding in a helper file (not one of the four modules) could serve any problem
-        result.findings = [f for f in findings if f.file.removesuffix(".py") == problem.module or f.file.removesuffix(".py") not in modules]
+        result.findings = [f for f in findings if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules]
         isolation = run.isolation or isolation
         problems.append(result)
     total = sum(p.score for p in problems)

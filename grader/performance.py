@@ -87,10 +87,22 @@ def load_reference(problem: Problem, reference_dir: Path = REFERENCE_DIR) -> Cal
     return load_function(reference_dir, problem.module, problem.function)
 
 
-def measure_shape(worker_call: Callable[[dict[str, Any]], dict[str, Any]], side: ReferenceSide, case: Case, seed: int, gpu: str) -> ShapeTiming:
-    """Time one benchmark shape on both sides; flags say why a time cannot be trusted."""
+def measure_shape(
+    worker_call: Callable[[dict[str, Any]], dict[str, Any]],
+    side: ReferenceSide,
+    case: Case,
+    seed: int,
+    gpu: str,
+    quiet: Callable[[], None] = lambda: None,
+) -> ShapeTiming:
+    """Time one benchmark shape on both sides; flags say why a time cannot be trusted.
+
+    `quiet` pauses the worker before the reference is timed (the worker's next call resumes it),
+    so nothing the submission left running shares the GPU with the reference's rounds.
+    """
     kind = side.kind
     ref_calls, torch_calls = side.calls(case, seed)
+    quiet()
     timing.warm_up(ref_calls)
     timing.warm_up(torch_calls)
     header = {"case": case.model_dump(), "seed": seed, "sets": INPUT_SETS}
@@ -100,6 +112,7 @@ def measure_shape(worker_call: Callable[[dict[str, Any]], dict[str, Any]], side:
         # the first timed call is also profiled: the kernel check applies to what is timed too
         reply = worker_call({**header, "op": "time", "budget_s": BUDGET_S, "warm": i == 0, "profile": i == 0})
         student += [float(s) for s in reply.get("samples_s", [])]
+        quiet()
         reference += timing.measure(ref_calls, BUDGET_S, warm=False).samples_s
     pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
     del ref_calls, torch_calls

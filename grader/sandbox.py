@@ -278,6 +278,15 @@ def _lock_dir() -> Path | None:
     return folder
 
 
+def _run_state(pid: int) -> str:
+    """The process's state letter from /proc (R, S, T, ...), or "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return ""
+
+
 def lease_uid(pool: range = TRANSIENT_UIDS, attempts: int = 64) -> UidLease | None:
     """Reserve a transient uid for one worker; None where the pool is not mapped or no lock works."""
     if not (_mapped("/proc/self/uid_map", pool) and _mapped("/proc/self/gid_map", pool)):
@@ -561,6 +570,14 @@ def _copy_submission(src: Path, dst: Path, budget: int) -> list[str]:
     return notes
 
 
+# Workers of one submission may be started from several threads (problems checked at once):
+# forking while another thread forks or sets up a namespace is kept out of the way.
+_SPAWN_LOCK = threading.Lock()
+
+
+PAUSE_WAIT_S = 1.0
+
+
 class Worker:
     """One worker process for one problem of one submission."""
 
@@ -570,6 +587,7 @@ class Worker:
         self.notes: list[str] = []
         self.lease: UidLease | None = None
         self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
         self.scratch = Path(tempfile.mkdtemp(prefix="grader-worker-"))
         try:
             if os.geteuid() == 0 and config.private_uid:
@@ -708,6 +726,10 @@ class Worker:
         self.stderr = CapturedStream(err_r, self.config.output_bytes)
 
     def _popen(self, argv: list[str], req_r: int, rep_w: int, out_w: int, err_w: int) -> subprocess.Popen[bytes]:
+        with _SPAWN_LOCK:
+            return self._popen_unlocked(argv, req_r, rep_w, out_w, err_w)
+
+    def _popen_unlocked(self, argv: list[str], req_r: int, rep_w: int, out_w: int, err_w: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -740,10 +762,12 @@ class Worker:
             raise WorkerDied(f"the worker broke the grader's protocol ({exc})") from None
 
     def wait_ready(self, deadline: float) -> dict[str, Any]:
+        self.resume()
         header, _ = self._receive(deadline, 0)
         return header
 
     def call(self, header: dict[str, Any], blob: bytes, deadline: float, max_blob: int) -> tuple[dict[str, Any], bytes]:
+        self.resume()
         # a worker that stops reading would block this write forever once the pipe is full: a
         # watchdog kills it at the deadline, which breaks the pipe and ends the write
         watchdog = threading.Timer(max(deadline - time.monotonic(), 0.0), self.kill)
@@ -781,6 +805,41 @@ class Worker:
             if text:
                 parts.append(f"--- {label} ---\n{text}")
         return "\n".join(parts)
+
+    # -- pausing it -----------------------------------------------------------------------------
+
+    def _processes(self) -> list[int]:
+        pids = _process_ids(self.plan.uid) if self.plan.private_uid and self.plan.uid is not None else self._tagged_processes()
+        if self.proc is not None and self.proc.pid not in pids:
+            pids.append(self.proc.pid)
+        return [p for p in pids if p != os.getpid()]
+
+    def _signal_all(self, sig: signal.Signals) -> None:
+        for pid in self._processes():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+
+    def pause(self) -> None:
+        """SIGSTOP every process of the worker while something else is timed on the GPU.
+
+        A worker between requests should be idle; a thread or child it left running could load
+        the GPU (or the CPU) while the reference or another problem is being timed. Stopped, it
+        launches nothing. call() and close() resume it first.
+        """
+        if self.proc is not None and self.proc.poll() is None and not self.paused:
+            self._signal_all(signal.SIGSTOP)
+            self.paused = True
+            # the stop is delivered asynchronously: wait (briefly) until every process shows it
+            until = time.monotonic() + PAUSE_WAIT_S
+            while time.monotonic() < until and any(_run_state(p) not in ("T", "t", "Z", "X", "") for p in self._processes()):
+                time.sleep(0.002)
+
+    def resume(self) -> None:
+        if self.paused:
+            self._signal_all(signal.SIGCONT)
+            self.paused = False
 
     # -- stopping it ----------------------------------------------------------------------------
 
@@ -847,6 +906,7 @@ class Worker:
             time.sleep(0.01 * (round_ + 1))
 
     def close(self) -> None:
+        self.resume()
         if self.proc is not None:
             try:
                 # non-blocking: a worker that stopped reading must not hold the grader here

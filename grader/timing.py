@@ -2,7 +2,12 @@
 
 - A GPU-correct clock (`CudaClock`): CUDA events recorded on the stream, so the time between two
   readings is GPU time, not the time it took the CPU to queue the launches; rounds are queued
-  back to back and read once they are done, so launch overhead hides behind the L2 flush.
+  back to back and read once they are done.
+- Launch latency kept out (`LaunchCover`): before each chunk of rounds the GPU is given a short
+  sleep to run while the CPU queues the chunk, so no round waits for the CPU. Without it a kernel
+  shorter than the CPU's launch path is timed with part of that path inside (a busy orchestrator
+  measured a 37 µs softmax at 55 µs), and the two sides of a comparison would differ by whatever
+  else their processes were doing.
 - Warm-up excluded: compilation, autotuning and first-touch allocations happen before timing.
 - L2 flushed before every round (a write over twice the L2's size), so a kernel re-reading an
   input that the previous round left in cache is not rewarded.
@@ -119,14 +124,68 @@ def warm_up(calls: list[Callable[[], Any]]) -> None:
         i += 1
 
 
+class LaunchCover:
+    """Queues a GPU sleep long enough for the CPU to queue the next chunk of rounds behind it.
+
+    The sleep counts clock cycles (`torch.cuda._sleep`); the cycles per second and the CPU's time
+    per round are learnt from each chunk, so the cover follows clock changes and slow callers.
+    """
+
+    MAX_HOLD_S = 0.03
+    MAX_CHUNK = 100  # rounds per chunk: about 4 launches each stays well inside the launch queue
+
+    def __init__(self) -> None:
+        self.cycles_per_s = 2.0e9  # an upper guess: a lower clock only makes the first sleep longer
+        self.host_per_round_s = 2e-4
+
+    @property
+    def chunk(self) -> int:
+        return max(1, min(self.MAX_CHUNK, int(self.MAX_HOLD_S / 1.5 / self.host_per_round_s)))
+
+    def hold(self, rounds: int) -> tuple[CudaStamp, CudaStamp, int]:
+        seconds = min(self.MAX_HOLD_S, 1.5 * rounds * self.host_per_round_s + 5e-4)
+        cycles = int(seconds * self.cycles_per_s)
+        before = CudaStamp()
+        torch.cuda._sleep(cycles)
+        return before, CudaStamp(), cycles
+
+    def learn(self, rounds: int, host_s: float, held: tuple[CudaStamp, CudaStamp, int]) -> None:
+        before, after, cycles = held
+        slept = after - before
+        if slept > 0:
+            self.cycles_per_s = cycles / slept
+        self.host_per_round_s = max(host_s / rounds, 1e-6)
+
+
+_COVER: LaunchCover | None = None
+
+
+def launch_cover() -> LaunchCover:
+    global _COVER
+    if _COVER is None:
+        _COVER = LaunchCover()
+    return _COVER
+
+
 def run_rounds(calls: list[Callable[[], Any]], rounds: int, clock: CudaClock, flush: L2Flusher, offset: int = 0) -> list[float]:
-    stamps = []
-    for i in range(rounds):
-        flush()
-        start = clock()
-        calls[(offset + i) % len(calls)]()
-        stamps.append((start, clock()))
-    return [end - start for start, end in stamps]
+    """`rounds` timed calls, each after an L2 flush, queued in chunks behind a LaunchCover."""
+    cover = launch_cover()
+    samples: list[float] = []
+    done = 0
+    while done < rounds:
+        n = min(cover.chunk, rounds - done)
+        held = cover.hold(n)
+        host_start = time.perf_counter()
+        stamps = []
+        for i in range(done, done + n):
+            flush()
+            start = clock()
+            calls[(offset + i) % len(calls)]()
+            stamps.append((start, clock()))
+        cover.learn(n, time.perf_counter() - host_start, held)
+        samples += [end - start for start, end in stamps]
+        done += n
+    return samples
 
 
 def measure(calls: list[Callable[[], Any]], budget_s: float = 1.0, warm: bool = True) -> Measurement:

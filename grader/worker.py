@@ -121,7 +121,7 @@ def _guarded() -> list[tuple[str, Any, tuple[str, ...] | None]]:
         ("pickle", pickle, ("Pickler", "Unpickler", "dump", "dumps", "load", "loads")),
         ("torch", torch, ("allclose", "isclose", "equal", "empty", "empty_like", "zeros", "save", "load", "isnan", "isinf", "Tensor", "use_deterministic_algorithms")),
         ("torch.Tensor", torch.Tensor, _ALL),
-        ("torch.cuda", torch.cuda, ("Event", "Stream", "synchronize", "current_stream", "stream", "set_stream", "empty_cache", "get_device_properties", "current_device")),
+        ("torch.cuda", torch.cuda, ("Event", "Stream", "synchronize", "_sleep", "current_stream", "stream", "set_stream", "empty_cache", "get_device_properties", "current_device")),
         ("torch.cuda.Event", torch.cuda.Event, _ALL),
         ("torch.testing", torch.testing, ("assert_close",)),
         ("torch.autograd", torch.autograd, _PROFILER_NAMES),

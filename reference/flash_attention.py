@@ -470,7 +470,8 @@ def _prune_configs(configs, named_args, **kwargs):
 def _autotune(configs):
     return triton.autotune(configs=configs + _FP32_CONFIGS,
                            key=["SEQ_BUCKET", "HEAD_DIM", "IS_CAUSAL", "TMA_OK"],
-                           prune_configs_by={"early_config_prune": _prune_configs})
+                           prune_configs_by={"early_config_prune": _prune_configs},
+                           cache_results=True)  # winners kept on disk with the compiled kernels
 
 
 _attn_fwd = _autotune(_FWD_CONFIGS)(_attn_fwd_kernel)

@@ -68,3 +68,31 @@ def test_bad_path_and_bad_spec_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "assignment.toml"
     bad.write_text("[assignment]\nname = 1\n")
     assert main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--spec", str(bad)]) == 2
+
+
+def test_problems_checked_at_once_grade_as_one_at_a_time(make_submission, tmp_path: Path) -> None:
+    """--parallel: the same verdicts and messages as one problem after another, a hang included."""
+    folder = make_submission(
+        gelu=CORRECT_GELU,
+        softmax="raise ImportError('no such thing')\n",
+        flash_attention="import time\ndef flash_attention(q, k, v, is_causal=False):\n    while True:\n        time.sleep(0.1)\n",
+    )
+    args = ("--problems", "gelu,softmax,flash_attention", "--timeout", "20")
+    together = by_name(grade(folder, tmp_path / "a", *args, "--parallel", "3"))
+    apart = by_name(grade(folder, tmp_path / "b", *args, "--parallel", "1"))
+    assert list(together) == list(apart) == ["gelu", "softmax", "flash_attention"]
+    for name in together:
+        assert together[name]["score"] == apart[name]["score"]
+        assert [(t["name"], t["status"]) for t in together[name]["tests"]] == [(t["name"], t["status"]) for t in apart[name]["tests"]]
+    assert together["gelu"]["score"] == 10
+    assert "time limit of 20 s" in together["flash_attention"]["tests"][0]["message"]
+
+
+def test_parallel_must_be_a_positive_whole_number(tmp_path: Path, capsys) -> None:
+    import pytest
+
+    root = Path(__file__).resolve().parents[2]
+    with pytest.raises(SystemExit) as stop:
+        main(["grade", str(root / "student_template"), "--out", str(tmp_path), "--parallel", "0"])
+    assert stop.value.code == 2
+    assert "--parallel: expected a whole number >= 1, got 0" in capsys.readouterr().err

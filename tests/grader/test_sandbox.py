@@ -26,6 +26,7 @@ from grader.sandbox import (
     WorkerDied,
     WorkerTimeout,
     _process_ids,
+    _run_state as _state,
     check_archive,
     check_reply,
     lease_uid,
@@ -369,3 +370,34 @@ def test_frames_are_read_whole() -> None:
     (size,) = struct.unpack("<Q", os.read(read, 8))
     assert json.loads(os.read(read, size)) == {"status": "ready", "blob": 0}
     os.close(read)
+
+
+def test_a_paused_worker_and_its_children_are_stopped_until_the_next_call(tmp_path: Path) -> None:
+    """pause() stops every process of the worker (a child it left running too); call() resumes them."""
+    body = """
+import subprocess
+child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+say(child=child.pid)
+"""
+    folder = submission(tmp_path, body)
+    worker = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    try:
+        assert worker.wait_ready(time.monotonic() + 60)["status"] == "ready"
+        worker.pause()
+        assert worker.proc is not None and _state(worker.proc.pid) == "T"
+        stopped = [p for p in worker._processes() if p != worker.proc.pid]
+        assert stopped and all(_state(p) == "T" for p in stopped)
+        from grader.problems import REGISTRY
+        from grader.problems.base import generator
+        from grader.spec import load_assignment
+
+        (gelu,) = [p for p in load_assignment(hidden=False).problems if p.name == "gelu"]
+        case = gelu.suite_cases("cpu")[0]
+        inputs = REGISTRY["gelu"].make_inputs(case, generator(1))
+        header = {"op": "call", "case": case.model_dump(), "profile": False}
+        reply, _ = worker.call(header, protocol.pack_tensors(inputs), time.monotonic() + 60, 1 << 26)
+        assert reply["status"] == "ok", reply
+        assert not worker.paused and _state(worker.proc.pid) != "T"
+        assert all(_state(p) != "T" for p in stopped)
+    finally:
+        worker.close()

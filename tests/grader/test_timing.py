@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,21 @@ def test_cuda_clock_measures_gpu_time_not_launch_time() -> None:
     torch.cuda._sleep(cycles)
     elapsed = clock() - start
     assert 1e-3 < elapsed < 20e-3
+
+
+@pytest.mark.gpu
+def test_cpu_time_before_a_launch_is_not_timed() -> None:
+    """A call that spends 300 µs on the CPU before a few-µs kernel is timed at the kernel's GPU time."""
+    x = torch.zeros(1024, device="cuda")
+
+    def slow_to_launch() -> None:
+        start = time.perf_counter()
+        while time.perf_counter() - start < 300e-6:
+            pass
+        x.add_(1.0)
+
+    m = timing.measure([slow_to_launch], budget_s=0.2)
+    assert m.median_ms < 0.1, m.median_ms
 
 
 @pytest.mark.gpu
