@@ -102,11 +102,16 @@ def relative_standard_error(samples: list[float]) -> float:
     return math.sqrt(var / n) / mean if mean > 0 else math.inf
 
 
-def plan_rounds(pilot: list[float], budget_s: float, target_rse: float = TARGET_RSE) -> int:
-    """Rounds needed for the target RSE, from the pilot's spread, within the time budget."""
+def plan_rounds(pilot: list[float], budget_s: float, target_rse: float = TARGET_RSE, min_s: float = 0.0) -> int:
+    """Rounds needed for the target RSE, from the pilot's spread, within the time budget.
+
+    `min_s` asks for at least that much timed work however steady the pilot looked: a GPU's
+    clocks under a heavy load drift over tens of milliseconds, more than ten rounds may cover.
+    """
     mean = sum(pilot) / len(pilot)
     cv = relative_standard_error(pilot) * math.sqrt(len(pilot))
     wanted = math.ceil((cv / target_rse) ** 2) if math.isfinite(cv) else MAX_ROUNDS
+    wanted = max(wanted, math.ceil(min_s / max(mean, 1e-7)))
     affordable = int(budget_s / max(mean, 1e-7))
     return max(MIN_ROUNDS, min(wanted, affordable, MAX_ROUNDS))
 
@@ -188,13 +193,13 @@ def run_rounds(calls: list[Callable[[], Any]], rounds: int, clock: CudaClock, fl
     return samples
 
 
-def measure(calls: list[Callable[[], Any]], budget_s: float = 1.0, warm: bool = True) -> Measurement:
+def measure(calls: list[Callable[[], Any]], budget_s: float = 1.0, warm: bool = True, min_s: float = 0.0) -> Measurement:
     """Warm up, run a pilot, then as many rounds as the pilot says the target RSE needs."""
     clock, flush = CudaClock(), L2Flusher()
     if warm:
         warm_up(calls)
     samples = run_rounds(calls, PILOT_ROUNDS, clock, flush)
-    rounds = plan_rounds(samples, budget_s)
+    rounds = plan_rounds(samples, budget_s, min_s=min_s)
     samples += run_rounds(calls, max(rounds - PILOT_ROUNDS, 0), clock, flush, offset=PILOT_ROUNDS)
     return Measurement(samples)
 

@@ -512,7 +512,7 @@ class Timer:
                         calls[0]()
                 launches = LaunchCounter.total()
                 if header["op"] == "time":
-                    measured = timing.measure(calls, header["budget_s"], warm=header.get("warm", True))
+                    measured = timing.measure(calls, header["budget_s"], warm=header.get("warm", True), min_s=float(header.get("min_s", 0.0)))
                     reply = {"status": "ok", "samples_s": measured.samples_s, "triton_launches": LaunchCounter.total() - launches, "profile": profile or None}
                 else:
                     wall = timing.loop_wall_time(calls[0], header["rounds"])

@@ -26,6 +26,13 @@ def test_rse_and_round_planning() -> None:
     assert timing.relative_standard_error([1.0]) == float("inf")
 
 
+def test_plan_rounds_keeps_a_floor_of_timed_work() -> None:
+    steady = [1e-3] * 10  # no spread: the RSE target alone would stop at the minimum
+    assert timing.plan_rounds(steady, budget_s=1.0) == timing.MIN_ROUNDS
+    assert timing.plan_rounds(steady, budget_s=1.0, min_s=0.05) == 50
+    assert timing.plan_rounds(steady, budget_s=0.02, min_s=0.05) == 20  # the budget still caps it
+
+
 @pytest.mark.gpu
 def test_cuda_clock_measures_gpu_time_not_launch_time() -> None:
     clock = timing.CudaClock()
