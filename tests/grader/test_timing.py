@@ -30,7 +30,7 @@ def test_plan_rounds_keeps_a_floor_of_timed_work() -> None:
     steady = [1e-3] * 10  # no spread: the RSE target alone would stop at the minimum
     assert timing.plan_rounds(steady, budget_s=1.0) == timing.MIN_ROUNDS
     assert timing.plan_rounds(steady, budget_s=1.0, min_s=0.05) == 50
-    assert timing.plan_rounds(steady, budget_s=0.02, min_s=0.05) == 20  # the budget still caps it
+    assert timing.plan_rounds(steady, budget_s=0.0201, min_s=0.05) == 20  # the budget still caps it
 
 
 @pytest.mark.gpu
