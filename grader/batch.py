@@ -47,7 +47,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from grader import archives
+from grader import archives, kernel_cache
 from grader.containers import Cancelled
 from grader.orchestrator import DEFAULT_SECRET, GradeOptions, grade, resolve_device, submission_hash
 from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
@@ -435,6 +435,8 @@ class Context:
             out.append("--no-timing")
         if getattr(self.args, "parallel", None):
             out += ["--parallel", str(self.args.parallel)]
+        if getattr(self.args, "no_kernel_cache", False):
+            out.append("--no-kernel-cache")
         return out
 
 
@@ -493,6 +495,8 @@ class SubprocessRunner:
         env = {k: v for k, v in os.environ.items() if k not in ("GRADER_SECRET", "GRADER_HIDE")}
         env["GRADER_SECRET"] = self.ctx.options.secret  # the environment, never argv
         env["GRADER_HIDE"] = os.pathsep.join(str(p) for p in self.ctx.hide)
+        if self.ctx.options.kernel_cache is not None:
+            env[kernel_cache.ENV] = str(self.ctx.options.kernel_cache)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         if slot is not None:
             env["CUDA_VISIBLE_DEVICES"] = slot

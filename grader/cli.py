@@ -37,6 +37,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-user", default="nobody", help="fallback unprivileged user for the worker when no transient per-worker uid can be allocated (grader run as root)")
     p.add_argument("--public-only", action="store_true", help="ignore hidden cases even when their file is present")
     p.add_argument("--no-timing", action="store_true", help="skip performance timing (correctness only) on a GPU")
+    p.add_argument("--kernel-cache", default=None, help="where each submission's compiled kernels are kept between gradings (default: $GRADER_KERNEL_CACHE or ~/.cache/triton-kernels-grader/kernels)")
+    p.add_argument("--no-kernel-cache", action="store_true", help="compile every kernel afresh, keep nothing")
     p.add_argument(
         "--parallel",
         type=_positive_int,
@@ -56,6 +58,7 @@ def _positive_int(text: str) -> int:
 
 
 def _options(args: argparse.Namespace, hide: list[Path]):
+    from grader import kernel_cache
     from grader.orchestrator import GradeOptions
 
     return GradeOptions(
@@ -67,6 +70,7 @@ def _options(args: argparse.Namespace, hide: list[Path]):
         hide=hide,
         time_performance=not getattr(args, "no_timing", False),
         parallel=getattr(args, "parallel", None),
+        kernel_cache=None if getattr(args, "no_kernel_cache", False) else Path(getattr(args, "kernel_cache", None) or kernel_cache.default_root()),
     )
 
 

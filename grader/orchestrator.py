@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from grader import performance, protocol, scan, scoring
+from grader import kernel_cache, performance, protocol, scan, scoring
 from grader.checks import case_label, check_call
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
@@ -44,6 +44,8 @@ class GradeOptions:
     #: problems whose correctness cases run at once, each in its own worker (None: all of them on
     #: a GPU, where the time goes to compiling kernels on the CPU; one at a time on the CPU)
     parallel: int | None = None
+    #: where each submission's compiled kernels are kept between gradings (None: not kept)
+    kernel_cache: Path | None = None
 
 
 def resolve_device(requested: str) -> str:
@@ -95,8 +97,9 @@ class _TimingFailed(Exception):
 class ProblemRun:
     """Grades one problem: runs its cases in a worker, restarting it after a crash."""
 
-    def __init__(self, assignment: Assignment, problem: Problem, submission: Path, device: str, options: GradeOptions, config: SandboxConfig) -> None:
+    def __init__(self, assignment: Assignment, problem: Problem, submission: Path, device: str, options: GradeOptions, config: SandboxConfig, sha256: str = "") -> None:
         self.problem = problem
+        self.kernel_slot = kernel_cache.slot(options.kernel_cache, sha256, problem.name) if options.kernel_cache and sha256 else None
         self.kind = REGISTRY[problem.name]
         self.submission, self.device, self.options, self.config = submission, device, options, config
         self.limit = options.timeout or problem.time_limit_s
@@ -113,7 +116,7 @@ class ProblemRun:
     # -- worker lifecycle ------------------------------------------------------------------------
 
     def _start_worker(self) -> None:
-        worker = Worker(self.config, self.submission, self.problem.name, self.problem.module, self.problem.function)
+        worker = Worker(self.config, self.submission, self.problem.name, self.problem.module, self.problem.function, kernel_seed=self.kernel_slot)
         self.isolation = worker.plan.level
         self.worker = worker
         header = worker.wait_ready(self.deadline)
@@ -256,6 +259,8 @@ class ProblemRun:
         self.deadline += waited
         suite = "gpu" if self.device == "cuda" else "cpu"
         perf = self._performance(tests)
+        if self.kernel_slot is not None and self.worker is not None:
+            self.worker.save_kernel_cache(self.kernel_slot)
         self._stop_worker()
         return self._result(self.problem.suite_cases(suite), tests, perf, time.monotonic() - self.started - waited)
 
@@ -361,7 +366,8 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     problems = []
     isolation = ""
     modules = {p.module for p in assignment.problems}
-    runs = [ProblemRun(assignment, p, submission, device, options, config) for p in assignment.problems if not options.problems or p.name in options.problems]
+    sha = submission_hash(submission)
+    runs = [ProblemRun(assignment, p, submission, device, options, config, sha) for p in assignment.problems if not options.problems or p.name in options.problems]
     for run, tests in zip(runs, _check_all(runs, options.parallel or (len(runs) if device == "cuda" else 1))):
         for other in runs:  # nothing else of this submission runs while one problem is timed
             if other is not run:
@@ -377,7 +383,7 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
         assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
         submission=SubmissionRef(
             path=str(submission),
-            sha256=submission_hash(submission),
+            sha256=sha,
             student=options.student,
             files=[str(p.relative_to(submission)) for p in submission_files(submission)][:200],
         ),

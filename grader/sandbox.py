@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from grader import protocol
+from grader import kernel_cache, protocol
 
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
@@ -581,8 +581,10 @@ PAUSE_WAIT_S = 1.0
 class Worker:
     """One worker process for one problem of one submission."""
 
-    def __init__(self, config: SandboxConfig, submission: Path, problem: str, module: str, function: str) -> None:
+    def __init__(self, config: SandboxConfig, submission: Path, problem: str, module: str, function: str, kernel_seed: Path | None = None) -> None:
         self.config = config
+        self.kernel_seed = kernel_seed
+        self.seeded = False
         self.token = secrets.token_hex(8)
         self.notes: list[str] = []
         self.lease: UidLease | None = None
@@ -622,6 +624,8 @@ class Worker:
             "NCCL_NVLS_ENABLE": "0",
             "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
         }
+        if self.seeded:
+            env["GRADER_KERNEL_SEED"] = str(self.scratch / "seed")
         for key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_PTXAS_PATH"):
             if key in os.environ:
                 env[key] = os.environ[key]
@@ -640,6 +644,9 @@ class Worker:
         blocked = self.scratch / "stage" / "blocked"  # bound over hidden files: root-owned, mode 000
         blocked.touch()
         os.chmod(blocked, 0)
+        if self.kernel_seed is not None and self.kernel_seed.is_dir():
+            # this submission's kernels compiled by an earlier grading, readable by this worker alone
+            self.seeded = kernel_cache.seed(self.kernel_seed, self.scratch / "seed", self.plan.uid, self.plan.gid).files > 0
         if self.plan.uid is None:
             return copy
         # root-owned scratch others may cross but not list; the rest belongs to the worker alone
@@ -805,6 +812,24 @@ class Worker:
             if text:
                 parts.append(f"--- {label} ---\n{text}")
         return "\n".join(parts)
+
+    # -- its Triton cache ---------------------------------------------------------------------
+
+    def save_kernel_cache(self, dest: Path) -> kernel_cache.Copied | None:
+        """Keep a copy of the worker's Triton cache (see grader/kernel_cache.py); None if gone.
+
+        The worker is paused first, so nothing changes under the copy. In a mount namespace its
+        home is a private tmpfs, reached through /proc/PID/root while the worker lives.
+        """
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        self.pause()
+        home = self.scratch / "home" / ".triton"
+        source = Path(f"/proc/{self.proc.pid}/root", *home.parts[1:]) if self.plan.level == "namespace" else home
+        try:
+            return kernel_cache.save(source, dest)
+        except OSError:
+            return None
 
     # -- pausing it -----------------------------------------------------------------------------
 

@@ -21,6 +21,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Gradings in the tests keep compiled kernels in a folder of their own, not the user's cache."""
+    import os
+
+    from grader import kernel_cache
+
+    before = os.environ.get(kernel_cache.ENV)
+    os.environ[kernel_cache.ENV] = str(tmp_path_factory.mktemp("kernel-cache"))
+    yield
+    if before is None:
+        os.environ.pop(kernel_cache.ENV, None)
+    else:
+        os.environ[kernel_cache.ENV] = before
+
+
 @pytest.fixture
 def make_submission(tmp_path: Path):
     """make_submission(gelu="source", ...) -> a submission folder; unnamed files are stubs."""
