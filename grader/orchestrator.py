@@ -112,6 +112,7 @@ class ProblemRun:
         self.isolation = ""
         self.started = 0.0
         self.checked_at = 0.0
+        self.cases: list[Case] = []
 
     # -- worker lifecycle ------------------------------------------------------------------------
 
@@ -183,9 +184,6 @@ class ProblemRun:
 
     # -- the problem ------------------------------------------------------------------------------
 
-    def run(self) -> ProblemResult:
-        return self.finish(self.check())
-
     def pause(self) -> None:
         """Stop this problem's worker (if any) while something else is timed on the GPU."""
         if self.worker is not None:
@@ -195,8 +193,7 @@ class ProblemRun:
         """The correctness half: every case of the problem's suite, in this problem's worker."""
         self.started = time.monotonic()
         self.deadline = self.started + self.limit
-        suite = "gpu" if self.device == "cuda" else "cpu"
-        cases = self.problem.suite_cases(suite)
+        self.cases = cases = self.problem.suite_cases("gpu" if self.device == "cuda" else "cpu")
         tests: list[TestResult] = []
         stop_reason: str | None = None
         for case in cases:
@@ -257,12 +254,11 @@ class ProblemRun:
         # time spent waiting for other problems' timing does not count against this problem's limit
         waited = time.monotonic() - self.checked_at
         self.deadline += waited
-        suite = "gpu" if self.device == "cuda" else "cpu"
         perf = self._performance(tests)
         if self.kernel_slot is not None and self.worker is not None:
             self.worker.save_kernel_cache(self.kernel_slot)
         self._stop_worker()
-        return self._result(self.problem.suite_cases(suite), tests, perf, time.monotonic() - self.started - waited)
+        return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
 
     # -- performance ------------------------------------------------------------------------------
 
