@@ -116,21 +116,6 @@ def save(source: Path, dest: Path) -> Copied:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def seed(stored: Path, dest: Path, uid: int | None, gid: int | None) -> Copied:
-    """Copy a kept cache into a worker's scratch, readable by that worker's uid alone."""
-    copied = copy_tree(stored, dest)
-    if uid is None or not dest.exists():
-        return copied
-    for dirpath, dirnames, filenames in os.walk(dest):
-        os.chown(dirpath, uid, gid if gid is not None else uid)
-        os.chmod(dirpath, 0o500)
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            os.chown(path, uid, gid if gid is not None else uid)
-            os.chmod(path, 0o400)
-    return copied
-
-
 def restore_into(seed_dir: Path, cache_dir: Path) -> None:
     """In the worker, before the submission is imported: the seed into its own Triton cache."""
     for dirpath, _dirnames, filenames in os.walk(seed_dir):

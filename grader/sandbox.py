@@ -86,6 +86,7 @@ TRANSIENT_UIDS = range(1_900_000_000, 1_901_000_000)
 SKIP_NAMES = {"__pycache__", ".git", ".ipynb_checkpoints"}
 SWEEP_ROUNDS = 20
 EXIT_GRACE_S = 1.0
+PAUSE_WAIT_S = 1.0  # how long pause() waits for every process of a worker to show it stopped
 
 
 @dataclass
@@ -575,9 +576,6 @@ def _copy_submission(src: Path, dst: Path, budget: int) -> list[str]:
 _SPAWN_LOCK = threading.Lock()
 
 
-PAUSE_WAIT_S = 1.0
-
-
 class Worker:
     """One worker process for one problem of one submission."""
 
@@ -644,24 +642,31 @@ class Worker:
         blocked = self.scratch / "stage" / "blocked"  # bound over hidden files: root-owned, mode 000
         blocked.touch()
         os.chmod(blocked, 0)
+        seed = self.scratch / "seed"
         if self.kernel_seed is not None and self.kernel_seed.is_dir():
-            # this submission's kernels compiled by an earlier grading, readable by this worker alone
-            self.seeded = kernel_cache.seed(self.kernel_seed, self.scratch / "seed", self.plan.uid, self.plan.gid).files > 0
+            # this submission's kernels compiled by an earlier grading
+            self.seeded = kernel_cache.copy_tree(self.kernel_seed, seed).files > 0
         if self.plan.uid is None:
             return copy
         # root-owned scratch others may cross but not list; the rest belongs to the worker alone
         os.chmod(self.scratch, 0o711)
         os.chmod(self.scratch / "stage", 0o700)
-        for dirpath, dirnames, filenames in os.walk(copy):
-            os.chown(dirpath, self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
-            os.chmod(dirpath, 0o500)
-            for name in filenames:
-                os.chown(os.path.join(dirpath, name), self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
-                os.chmod(os.path.join(dirpath, name), 0o400)
+        for tree in (copy, seed) if self.seeded else (copy,):
+            self._hand_over_read_only(tree)
         for sub in ("home", "tmp"):
             os.chown(self.scratch / sub, self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
             os.chmod(self.scratch / sub, 0o700)
         return copy
+
+    def _hand_over_read_only(self, tree: Path) -> None:
+        """Give a folder to the worker's uid, readable by it alone and by nobody else."""
+        uid, gid = self.plan.uid, self.plan.gid
+        for dirpath, _dirnames, filenames in os.walk(tree):
+            os.chown(dirpath, uid, gid)  # type: ignore[arg-type]
+            os.chmod(dirpath, 0o500)
+            for name in filenames:
+                os.chown(os.path.join(dirpath, name), uid, gid)  # type: ignore[arg-type]
+                os.chmod(os.path.join(dirpath, name), 0o400)
 
     def _setup(self) -> _ChildSetup:
         config, plan = self.config, self.plan
@@ -734,20 +739,17 @@ class Worker:
 
     def _popen(self, argv: list[str], req_r: int, rep_w: int, out_w: int, err_w: int) -> subprocess.Popen[bytes]:
         with _SPAWN_LOCK:
-            return self._popen_unlocked(argv, req_r, rep_w, out_w, err_w)
-
-    def _popen_unlocked(self, argv: list[str], req_r: int, rep_w: int, out_w: int, err_w: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=err_w,
-            pass_fds=(req_r, rep_w),
-            cwd=str(self.scratch / "tmp"),
-            env=self._env(),
-            start_new_session=True,
-            preexec_fn=_preexec(self._setup()),
-        )
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                pass_fds=(req_r, rep_w),
+                cwd=str(self.scratch / "tmp"),
+                env=self._env(),
+                start_new_session=True,
+                preexec_fn=_preexec(self._setup()),
+            )
 
     # -- talking to it --------------------------------------------------------------------------
 
