@@ -162,19 +162,13 @@ class LaunchCover:
         self.host_per_round_s = max(host_s / rounds, 1e-6)
 
 
-_COVER: LaunchCover | None = None
-
-
-def launch_cover() -> LaunchCover:
-    global _COVER
-    if _COVER is None:
-        _COVER = LaunchCover()
-    return _COVER
+# One per process: what it learns about the clock and the caller carries over between measurements.
+COVER = LaunchCover()
 
 
 def run_rounds(calls: list[Callable[[], Any]], rounds: int, clock: CudaClock, flush: L2Flusher, offset: int = 0) -> list[float]:
     """`rounds` timed calls, each after an L2 flush, queued in chunks behind a LaunchCover."""
-    cover = launch_cover()
+    cover = COVER
     samples: list[float] = []
     done = 0
     while done < rounds:
