@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from grader import batch, cli
-from grader.cli_batch import add_parsers
 from grader.orchestrator import GradeOptions, submission_hash
 from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
 from grader.spec import load_assignment
@@ -25,9 +24,7 @@ CORRECT = ROOT / "examples" / "submissions" / "correct"
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="grader")
-    add_parsers(parser.add_subparsers(dest="command", required=True), cli._common, cli._options, cli._hidden_paths)
-    return parser.parse_args(list(argv))
+    return cli.build_parser().parse_args(list(argv))
 
 
 def run(subs: Path, out: Path, *extra: str) -> int:

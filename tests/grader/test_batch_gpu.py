@@ -17,7 +17,6 @@ import pytest
 import torch
 
 from grader import batch, cli, containers
-from grader.cli_batch import add_parsers
 
 pytestmark = pytest.mark.gpu
 
@@ -25,9 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="grader")
-    add_parsers(parser.add_subparsers(dest="command", required=True), cli._common, cli._options, cli._hidden_paths)
-    return parser.parse_args(list(argv))
+    return cli.build_parser().parse_args(list(argv))
 
 
 def test_host_gpus_lists_every_cuda_device() -> None:

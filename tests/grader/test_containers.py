@@ -23,7 +23,6 @@ from typing import Any, Iterator
 import pytest
 
 from grader import batch, cli, containers
-from grader.cli_batch import add_parsers
 from grader.records import Result
 from grader.spec import load_assignment
 
@@ -182,9 +181,7 @@ def test_image_context_holds_only_what_the_image_needs(tmp_path: Path) -> None:
 
 
 def _parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="grader")
-    add_parsers(parser.add_subparsers(dest="command", required=True), cli._common, cli._options, cli._hidden_paths)
-    return parser.parse_args(list(argv))
+    return cli.build_parser().parse_args(list(argv))
 
 
 def _gradebook(out: Path) -> dict[str, dict[str, str]]:
