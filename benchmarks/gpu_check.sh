@@ -23,9 +23,15 @@ if has handout; then
   python3 -m pytest handout --submission reference -q -p no:cacheprovider -k "$K" 2>&1 | tail -n 15
 fi
 if has handoutbench; then
-  step "pytest handout --submission reference --benchmark-only"
+  # Two runs: the second compares itself with the first, as a student does after a change.
+  STORE="file://$(mktemp -d)"
+  step "pytest handout --submission reference --benchmark-only --benchmark-save"
   python3 -m pytest handout --submission reference -q -p no:cacheprovider --benchmark-only -k "$K" \
-      --benchmark-columns=median,iqr,rounds --benchmark-json="$OUT/handout-bench.json" 2>&1 | tail -n 40
+      --benchmark-columns=median,iqr,rounds --benchmark-storage="$STORE" --benchmark-save=first 2>&1 | tail -n 40
+  step "pytest handout --submission reference --benchmark-only --benchmark-compare"
+  python3 -m pytest handout --submission reference -q -p no:cacheprovider --benchmark-only -k "$K" \
+      --benchmark-columns=median,iqr,rounds --benchmark-storage="$STORE" --benchmark-compare \
+      --benchmark-json="$OUT/handout-bench.json" 2>&1 | tail -n 70
 fi
 if has grade; then
   step "grader grade reference (CUDA, timing; first run: cold Triton caches)"
@@ -33,7 +39,9 @@ if has grade; then
 fi
 if has noise; then
   step "grader grade reference, second run (noise; warm caches)"
-  /usr/bin/time -f "wall %e s" python3 -m grader.cli grade reference --out "$OUT/ref2" --problems "$PROBLEMS" 2>&1 | tail -n 12
+  # GRADER_TRACE: where the warm grading's wall time goes, phase by phase, in trace.log
+  GRADER_TRACE=1 /usr/bin/time -f "wall %e s" python3 -m grader.cli grade reference --out "$OUT/ref2" --problems "$PROBLEMS" 2>"$OUT/trace.log" | tail -n 12
+  tail -n 1 "$OUT/trace.log"
   python3 benchmarks/noise_report.py "$OUT/ref1/result.json" "$OUT/ref2/result.json" | tee "$OUT/noise.md"
   python3 - "$OUT" <<'PY'
 import json, sys

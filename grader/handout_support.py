@@ -128,6 +128,9 @@ class BenchmarkRunner:
 
         def setup() -> tuple[tuple[int], dict[str, Any]]:
             flush()
+            # A short GPU sleep ahead of the start stamp where the kernel is shorter than its launch
+            # path, so the round times the kernel, not the CPU launching it (as the grader does).
+            timing.COVER.cover_round()
             return (next(order),), {}
 
         benchmark.group = f"{self.problem}: {case.name}"

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from grader import kernel_cache, performance, protocol, scan, scoring
+from grader import kernel_cache, performance, protocol, scan, scoring, trace
 from grader.checks import case_label, check_call
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
@@ -144,21 +144,27 @@ class ProblemRun:
     def _call(self, case: Case, repeat: int) -> tuple[bool, str]:
         """(passed, message) for one call with fresh inputs."""
         seed = case_seed(self.options.secret, self.problem.name, case, repeat)
-        inputs = self.kind.make_inputs(case, generator(seed))
-        try:
-            expected = self.kind.expected(_to(inputs, self.device), case)
-        except torch.OutOfMemoryError:
-            # a worker may be holding the GPU's memory: the float64 definition also runs on the CPU
-            torch.cuda.empty_cache()
-            expected = self.kind.expected(inputs, case)
+        label = (self.problem.name, case.name, repeat)
+        with trace.span(*label, "inputs"):
+            inputs = self.kind.make_inputs(case, generator(seed))
+        with trace.span(*label, "expected"):
+            try:
+                expected = self.kind.expected(_to(inputs, self.device), case)
+            except torch.OutOfMemoryError:
+                # a worker may be holding the GPU's memory: the float64 definition also runs on the CPU
+                torch.cuda.empty_cache()
+                expected = self.kind.expected(inputs, case)
         max_blob = sum(t.numel() * 8 for t in expected.values()) + (1 << 20)
         if self.worker is None:
-            self._start_worker()
+            with trace.span(self.problem.name, "worker start"):
+                self._start_worker()
             if self.fatal:
                 return False, self.fatal
         assert self.worker is not None
         header = {"op": "call", "case": case.model_dump(), "profile": True}
-        reply, blob = self.worker.call(header, protocol.pack_tensors(inputs), self.deadline, max_blob)
+        with trace.span(*label, "worker round trip"):
+            reply, blob = self.worker.call(header, protocol.pack_tensors(inputs), self.deadline, max_blob)
+        trace.note(float(reply.get("call_s") or 0.0), *label, "in the worker: the call, profiled")
         if reply.get("status") == "error":
             if reply.get("fatal"):
                 self._stop_worker()
@@ -169,7 +175,8 @@ class ProblemRun:
         if not isinstance(payload, dict):
             raise protocol.ProtocolError("the reply's payload is not a mapping of outputs")
         self._check_kernel_use(reply, case)
-        verdict = check_call(self.kind, self.problem, case, self.device, expected, payload, reply.get("meta") or {}, list(reply.get("inputs_changed") or []))
+        with trace.span(*label, "check"):
+            verdict = check_call(self.kind, self.problem, case, self.device, expected, payload, reply.get("meta") or {}, list(reply.get("inputs_changed") or []))
         return verdict.passed, verdict.message
 
     def _check_kernel_use(self, reply: dict[str, Any], case: Case) -> None:
@@ -256,7 +263,8 @@ class ProblemRun:
         self.deadline += waited
         perf = self._performance(tests)
         if self.kernel_slot is not None and self.worker is not None:
-            self.worker.save_kernel_cache(self.kernel_slot)
+            with trace.span(self.problem.name, "kernel cache saved"):
+                self.worker.save_kernel_cache(self.kernel_slot)
         self._stop_worker()
         return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
 
@@ -281,7 +289,8 @@ class ProblemRun:
             shapes = []
             for case in self.problem.benchmarks:
                 seed = case_seed(self.options.secret, self.problem.name, case, 0) % (1 << 40)
-                shapes.append(performance.measure_shape(self._timing_call, side, case, seed, gpu, quiet=self.pause))
+                with trace.span(self.problem.name, case.name, "timing, all of it"):
+                    shapes.append(performance.measure_shape(self._timing_call, side, case, seed, gpu, quiet=self.pause))
                 if self.options.progress:
                     self.options.progress(f"{self.problem.name}: timed {case.name}")
                 torch.cuda.empty_cache()
@@ -342,11 +351,16 @@ def _check_all(runs: list[ProblemRun], parallel: int) -> list[list[TestResult]]:
     problems' workers are independent, so they overlap; timing (finish) stays one at a time.
     """
     if parallel <= 1 or len(runs) <= 1:
-        return [run.check() for run in runs]
+        return [_checked(run) for run in runs]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="grader-check") as pool:
-        return list(pool.map(lambda run: run.check(), runs))
+        return list(pool.map(_checked, runs))
+
+
+def _checked(run: ProblemRun) -> list[TestResult]:
+    with trace.span(run.problem.name, "correctness"):
+        return run.check()
 
 
 def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Result:
@@ -364,7 +378,9 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     modules = {p.module for p in assignment.problems}
     sha = submission_hash(submission)
     runs = [ProblemRun(assignment, p, submission, device, options, config, sha) for p in assignment.problems if not options.problems or p.name in options.problems]
-    for run, tests in zip(runs, _check_all(runs, options.parallel or (len(runs) if device == "cuda" else 1))):
+    with trace.span("all problems", "correctness"):
+        checked = _check_all(runs, options.parallel or (len(runs) if device == "cuda" else 1))
+    for run, tests in zip(runs, checked):
         for other in runs:  # nothing else of this submission runs while one problem is timed
             if other is not run:
                 other.pause()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from grader import timing
+from grader import timing, trace
 from grader.problems.base import ProblemKind, generator
 from grader.records import Performance, ShapeTiming
 from grader.scoring import geomean, performance_fraction
@@ -106,20 +106,25 @@ def measure_shape(
     so nothing the submission left running shares the GPU with the reference's rounds.
     """
     kind = side.kind
-    ref_calls, torch_calls = side.calls(case, seed)
-    quiet()
-    timing.warm_up(ref_calls)
-    timing.warm_up(torch_calls)
+    label = (side.problem.name, case.name)
+    with trace.span(*label, "reference and PyTorch: inputs, warm-up"):
+        ref_calls, torch_calls = side.calls(case, seed)
+        quiet()
+        timing.warm_up(ref_calls)
+        timing.warm_up(torch_calls)
     header = {"case": case.model_dump(), "seed": seed, "sets": INPUT_SETS}
     student: list[float] = []
     reference: list[float] = []
     for i in range(ALTERNATIONS):
         # the first timed call is also profiled: the kernel check applies to what is timed too
-        reply = worker_call({**header, "op": "time", "budget_s": BUDGET_S, "min_s": MIN_S, "warm": i == 0, "profile": i == 0})
+        with trace.span(*label, f"student, alternation {i + 1}"):
+            reply = worker_call({**header, "op": "time", "budget_s": BUDGET_S, "min_s": MIN_S, "warm": i == 0, "profile": i == 0})
         student += [float(s) for s in reply.get("samples_s", [])]
-        quiet()
-        reference += timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
-    pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
+        with trace.span(*label, f"reference, alternation {i + 1}"):
+            quiet()
+            reference += timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
+    with trace.span(*label, "PyTorch"):
+        pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
     del ref_calls, torch_calls
     flags: list[str] = []
     if not student or any(not (s == s) or s <= 0 for s in student):
@@ -133,6 +138,7 @@ def measure_shape(
     start = time.monotonic()
     loop = worker_call({**header, "op": "loop", "rounds": rounds})
     wall = time.monotonic() - start
+    trace.note(wall, *label, f"wall-clock check, {rounds} rounds")
     reported = float(loop.get("wall_s", 0.0))
     # the worker's own loop time must fit in our wall clock, and its events must not undercount it
     if reported > wall + 1e-3:

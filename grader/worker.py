@@ -55,6 +55,7 @@ from grader.problems.base import CallOutput, generator
 MAX_MESSAGE = 4000
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 _time_ns = time.time_ns
+_perf_counter = time.perf_counter
 _cuda_sync = torch.cuda.synchronize
 _MISSING = object()
 
@@ -443,6 +444,7 @@ def handle_call(problem_name: str, fn: Callable[..., Any], header: dict[str, Any
     torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
     launches = LaunchCounter.total()
     error: BaseException | None = None
+    started = _perf_counter()
     try:
         try:
             result = problem.call(fn, inputs, case, watch) if watch else problem.call(fn, inputs, case)
@@ -452,6 +454,7 @@ def handle_call(problem_name: str, fn: Callable[..., Any], header: dict[str, Any
             GUARD.restore()  # before any other name is looked up
     except BaseException as exc:  # noqa: BLE001 - the student's error is a result to report
         error = exc
+    call_s = _perf_counter() - started
     tampering = GUARD.report()
     if tampering:
         return tampering, b""
@@ -468,6 +471,7 @@ def handle_call(problem_name: str, fn: Callable[..., Any], header: dict[str, Any
         "inputs_changed": changed,
         "triton_launches": LaunchCounter.total() - launches,
         "profile": profile or None,
+        "call_s": round(call_s, 4),
     }
     return reply, protocol.pack_tensors(payload)
 

@@ -33,6 +33,17 @@ def test_plan_rounds_keeps_a_floor_of_timed_work() -> None:
     assert timing.plan_rounds(steady, budget_s=0.0201, min_s=0.05) == 20  # the budget still caps it
 
 
+def test_launch_cover_sleeps_only_for_what_the_cpu_falls_behind() -> None:
+    cover = timing.LaunchCover()
+    cover.host_per_round_s, cover.gpu_per_round_s = 60e-6, 4e-3  # a long kernel: the CPU stays ahead
+    assert cover.shortfall_s == 0.0 and cover.chunk == cover.MAX_CHUNK
+    cover.host_per_round_s, cover.gpu_per_round_s = 500e-6, 40e-6  # a short one: 460 µs behind a round
+    assert cover.shortfall_s == pytest.approx(460e-6)
+    assert cover.chunk == int(cover.MAX_HOLD_S / 1.5 / 460e-6) < cover.MAX_CHUNK  # its sleep fits MAX_HOLD_S
+    cover.host_per_round_s, cover.gpu_per_round_s = 50e-3, 0.0  # a very slow caller: one round a chunk
+    assert cover.chunk == 1
+
+
 @pytest.mark.gpu
 def test_cuda_clock_measures_gpu_time_not_launch_time() -> None:
     clock = timing.CudaClock()
