@@ -176,7 +176,11 @@ def _grade(entry: dict[str, Any], base: Path) -> Graded:
 
 @pytest.fixture(scope="module")
 def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Graded]:
-    """Grade the selected entries, side by side, slowest first (the hangs run out their limits)."""
+    """Grade the selected entries, side by side, slowest first (the hangs run out their limits).
+
+    GPU entries go one at a time, as a batch grades one submission per GPU: side by side, the
+    memory hog would take the memory another entry's kernels need.
+    """
     wanted = [
         item.callspec.params["name"]
         for item in request.session.items
@@ -185,9 +189,10 @@ def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     entries = [BY_NAME[n] for n in dict.fromkeys(wanted) if _selected(BY_NAME[n])]
     entries.sort(key=lambda e: -e.get("timeout", 0))
     base = tmp_path_factory.mktemp("corpus")
+    graded = {e["name"]: _grade(e, base) for e in entries if e.get("gpu")}
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        futures = {e["name"]: pool.submit(_grade, e, base) for e in entries}
-        return {name: future.result() for name, future in futures.items()}
+        futures = {e["name"]: pool.submit(_grade, e, base) for e in entries if not e.get("gpu")}
+        return graded | {name: future.result() for name, future in futures.items()}
 
 
 def _param(entry: dict[str, Any]) -> Any:
