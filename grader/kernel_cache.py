@@ -13,6 +13,7 @@ files only, never follow a link and stop at a cap on bytes and files.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -123,3 +124,31 @@ def restore_into(seed_dir: Path, cache_dir: Path) -> None:
         target_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         for name in filenames:
             shutil.copyfile(os.path.join(dirpath, name), target_dir / name)
+            if name.startswith(GROUP_PREFIX):
+                rehome_group(target_dir / name, cache_dir)
+
+
+# Triton lists a compiled kernel's files (binary, IRs, metadata) in a group file by absolute path,
+# and a group with a missing path is a miss: moved to another worker's cache directory, every
+# kernel would be compiled again (only autotuning results, looked up by name, would survive).
+GROUP_PREFIX = "__grp__"
+
+
+def rehome_group(group_file: Path, cache_dir: Path) -> None:
+    """Point a restored group file's paths into `cache_dir` (each is <cache>/<key>/<file>)."""
+    try:
+        data = json.loads(group_file.read_text())
+        children = data["child_paths"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if not isinstance(children, dict):
+        return
+    moved = {}
+    for child, old in children.items():
+        if not isinstance(old, str):
+            return
+        key, name = Path(old).parent.name, Path(old).name
+        if key in ("", ".", "..") or name in ("", ".", ".."):
+            return
+        moved[child] = str(cache_dir / key / name)
+    group_file.write_text(json.dumps({**data, "child_paths": moved}))

@@ -92,3 +92,46 @@ def test_a_second_grading_of_the_same_code_finds_its_kernels(make_submission, tm
     assert _graded(other, tmp_path / "b1", "--kernel-cache", str(cache)) == {"cached": False, "content": None}
     # and --no-kernel-cache keeps nothing and seeds nothing
     assert _graded(first, tmp_path / "a3", "--no-kernel-cache") == {"cached": False, "content": None}
+
+
+# A submission that stores a compiled-kernel group the way Triton does (its files by absolute
+# path, in this worker's cache directory) and reports whether Triton's own lookup finds it.
+GROUP_PROBE = '''
+import json
+from triton.runtime.cache import FileCacheManager
+manager = FileCacheManager("probekey")
+group = manager.get_group("kernel.json")
+print(json.dumps({"group_found": group is not None}), flush=True)
+if group is None:
+    binary = manager.put(b"cubin bytes", "kernel.cubin")
+    meta = manager.put("{}", "kernel.json", binary=False)
+    manager.put_group("kernel.json", {"kernel.cubin": binary, "kernel.json": meta})
+'''
+
+
+def test_compiled_kernels_are_found_from_another_workers_cache_directory(make_submission, tmp_path: Path) -> None:
+    """Triton's group files name their files by absolute path; a restored cache must point them home."""
+    gelu = (Path(__file__).resolve().parents[2] / "examples" / "submissions" / "correct" / "gelu.py").read_text()
+    folder = make_submission(gelu=gelu + GROUP_PROBE)
+    cache = tmp_path / "kernels"
+
+    def found(out: str) -> bool:
+        assert main(["grade", str(folder), "--out", str(tmp_path / out), "--problems", "gelu", "--kernel-cache", str(cache)]) == 0
+        (gelu_result,) = json.loads((tmp_path / out / "result.json").read_text())["problems"]
+        line = next(x for x in gelu_result["output"].splitlines() if x.startswith('{"group_found"'))
+        return json.loads(line)["group_found"]
+
+    assert found("first") is False
+    assert found("second") is True
+
+
+def test_rehome_group_points_paths_into_the_new_cache(tmp_path: Path) -> None:
+    group = tmp_path / "new" / "KEY" / "__grp__k.json"
+    group.parent.mkdir(parents=True)
+    group.write_text(json.dumps({"child_paths": {"k.cubin": "/old/worker/.triton/KEY/k.cubin"}}))
+    kernel_cache.rehome_group(group, tmp_path / "new")
+    assert json.loads(group.read_text()) == {"child_paths": {"k.cubin": str(tmp_path / "new" / "KEY" / "k.cubin")}}
+    for bad in ("not json", json.dumps({"child_paths": ["x"]}), json.dumps({"child_paths": {"k": "/x/../.."}})):
+        group.write_text(bad)
+        kernel_cache.rehome_group(group, tmp_path / "new")  # left as it was, no error
+        assert group.read_text() == bad
