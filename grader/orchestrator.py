@@ -264,7 +264,9 @@ class ProblemRun:
         perf = self._performance(tests)
         if self.kernel_slot is not None and self.worker is not None:
             with trace.span(self.problem.name, "kernel cache saved"):
-                self.worker.save_kernel_cache(self.kernel_slot)
+                kept = self.worker.save_kernel_cache(self.kernel_slot)
+            if kept is not None:
+                trace.note(0.0, self.problem.name, f"kernel cache: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{', truncated at the cap' if kept.truncated else ''}")
         self._stop_worker()
         return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
 
