@@ -164,7 +164,7 @@ class ProblemRun:
         header = {"op": "call", "case": case.model_dump(), "profile": True}
         with trace.span(*label, "worker round trip"):
             reply, blob = self.worker.call(header, protocol.pack_tensors(inputs), self.deadline, max_blob)
-        trace.note(float(reply.get("call_s") or 0.0), *label, "in the worker: the call, profiled")
+        trace.note(reply.get("call_s"), *label, "in the worker: the call, profiled")
         if reply.get("status") == "error":
             if reply.get("fatal"):
                 self._stop_worker()

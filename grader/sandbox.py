@@ -471,6 +471,7 @@ _REPLY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "profile": (dict, type(None)),
     "samples_s": list,
     "wall_s": (int, float),
+    "call_s": (int, float),
 }
 
 

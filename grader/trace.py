@@ -29,7 +29,13 @@ def span(*label: object) -> Iterator[None]:
         note(time.monotonic() - start, *label)
 
 
-def note(seconds: float, *label: object) -> None:
-    """A duration measured elsewhere (by the worker, say), printed like a span's."""
-    if enabled():
-        print(f"[trace] {seconds:8.3f} s  {' '.join(str(x) for x in label)}", file=sys.stderr, flush=True)
+def note(seconds: object, *label: object) -> None:
+    """A duration measured elsewhere, printed like a span's. It may come from the worker, which
+    runs the submission's code, so anything but a number is skipped rather than trusted."""
+    if not enabled():
+        return
+    try:
+        value = float(seconds)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return
+    print(f"[trace] {value:8.3f} s  {' '.join(str(x) for x in label)}", file=sys.stderr, flush=True)

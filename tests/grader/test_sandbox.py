@@ -346,7 +346,7 @@ def test_only_uncompressed_torch_save_archives_pass() -> None:
 
 
 def test_check_reply_accepts_real_replies_and_refuses_wrong_types() -> None:
-    ok = {"status": "ok", "meta": {}, "inputs_changed": ["x"], "triton_launches": 1, "profile": {"aten_ops": ["aten::empty"], "gpu_kernels": [], "triton_launches": 1}}
+    ok = {"status": "ok", "meta": {}, "inputs_changed": ["x"], "triton_launches": 1, "profile": {"aten_ops": ["aten::empty"], "gpu_kernels": [], "triton_launches": 1}, "call_s": 0.01}
     assert check_reply(ok) is ok
     assert check_reply({"status": "ok", "samples_s": [1e-3, 2e-3]})
     for bad in (
@@ -356,6 +356,7 @@ def test_check_reply_accepts_real_replies_and_refuses_wrong_types() -> None:
         {"status": "ok", "profile": {"aten_ops": [None]}},
         {"status": "ok", "samples_s": ["fast"]},
         {"status": "ok", "triton_launches": "many"},
+        {"status": "ok", "call_s": "soon"},
         {"message": "no status"},
     ):
         with pytest.raises(protocol.ProtocolError):

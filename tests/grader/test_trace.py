@@ -25,3 +25,12 @@ def test_a_span_still_reports_when_its_body_raises(monkeypatch: pytest.MonkeyPat
         with trace.span("matmul", "expected"):
             raise ValueError("boom")
     assert "matmul expected" in capsys.readouterr().err
+
+
+def test_a_forged_duration_is_skipped_not_trusted(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The worker reports its call's duration; a submission that forges the reply must not crash the grader."""
+    for enabled in ("", "1"):
+        monkeypatch.setenv("GRADER_TRACE", enabled)
+        for forged in ("soon", None, [1.0], {"s": 1}):
+            trace.note(forged, "gelu", "case", "in the worker")
+    assert capsys.readouterr().err == ""
