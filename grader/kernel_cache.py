@@ -119,13 +119,9 @@ def save(source: Path, dest: Path) -> Copied:
 
 def restore_into(seed_dir: Path, cache_dir: Path) -> None:
     """In the worker, before the submission is imported: the seed into its own Triton cache."""
-    for dirpath, _dirnames, filenames in os.walk(seed_dir):
-        target_dir = cache_dir / Path(dirpath).relative_to(seed_dir)
-        target_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for name in filenames:
-            shutil.copyfile(os.path.join(dirpath, name), target_dir / name)
-            if name.startswith(GROUP_PREFIX):
-                rehome_group(target_dir / name, cache_dir)
+    copy_tree(seed_dir, cache_dir)
+    for group_file in cache_dir.rglob(f"{GROUP_PREFIX}*"):
+        rehome_group(group_file, cache_dir)
 
 
 # Triton lists a compiled kernel's files (binary, IRs, metadata) in a group file by absolute path,

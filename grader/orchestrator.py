@@ -263,10 +263,11 @@ class ProblemRun:
         self.deadline += waited
         perf = self._performance(tests)
         if self.kernel_slot is not None and self.worker is not None:
-            with trace.span(self.problem.name, "kernel cache saved"):
-                kept = self.worker.save_kernel_cache(self.kernel_slot)
+            saving = time.monotonic()
+            kept = self.worker.save_kernel_cache(self.kernel_slot)
             if kept is not None:
-                trace.note(0.0, self.problem.name, f"kernel cache: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{', truncated at the cap' if kept.truncated else ''}")
+                cut = ", truncated at the cap" if kept.truncated else ""
+                trace.note(time.monotonic() - saving, self.problem.name, f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{cut}")
         self._stop_worker()
         return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
 
