@@ -96,27 +96,45 @@ class CaseRunner:
 TIMED_S = 0.3
 
 
+class SampleReplay:
+    """pytest-benchmark's timer for the handout: hands back the round times the grader's loop measured.
+
+    pytest-benchmark reads its timer before and after each round and keeps the difference. A
+    CUDA clock read there must wait for every round before the next is queued, so the GPU idles
+    between rounds, and on the H200 that read up to 15% slow on some shapes and 3% fast on
+    others (benchmarks/handout_method.py, docs/performance.md). So the rounds are timed first,
+    exactly as the grader times them, and this timer replays them: a round starts at 0 and ends
+    at its measured time. pytest-benchmark keeps the statistics, the table, --benchmark-save and
+    --benchmark-compare.
+    """
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+
+    def load(self, samples_s: list[float]) -> None:
+        stamps = []
+        for sample in samples_s:
+            stamps += [0.0, sample]
+        self.stamps = stamps[::-1]  # popped from the end
+
+    @property
+    def spent(self) -> bool:
+        return not self.stamps
+
+    def __call__(self) -> float:
+        if not self.stamps:
+            raise RuntimeError("the handout's benchmark timer was read with no measured rounds left: "
+                               "time through BenchmarkRunner.run (pytest handout --benchmark-only)")
+        return self.stamps.pop()
+
+
 class BenchmarkRunner:
     """One handout benchmark through pytest-benchmark, with the grader's timing method.
 
-    Same clock (CUDA events), same L2 flush and input rotation before every round, same pilot
-    and planned number of rounds, so the median printed here predicts the graded one.
+    Same clock (CUDA events), same L2 flush and input rotation before every round, same pilot,
+    planned rounds and launch cover (`timing.measure`), so the median printed here predicts the
+    graded one; pytest-benchmark gets the measured rounds through `REPLAY`, its timer.
     """
-
-    _clock: "timing.CudaClock | None" = None
-    _flush: "timing.L2Flusher | None" = None
-
-    @classmethod
-    def clock(cls) -> "timing.CudaClock":
-        if cls._clock is None:
-            cls._clock = timing.CudaClock()
-        return cls._clock
-
-    @classmethod
-    def flusher(cls) -> "timing.L2Flusher":
-        if cls._flush is None:
-            cls._flush = timing.L2Flusher()
-        return cls._flush
 
     def __init__(self, runner: CaseRunner, problem: str) -> None:
         self.runner, self.problem = runner, problem
@@ -126,22 +144,24 @@ class BenchmarkRunner:
         fn = self.runner.function(self.problem) if impl == "yours" else None
         sets = [kind.make_inputs(case, generator(1000 + i, "cuda")) for i in range(2)]
         calls = [kind.timed(fn, s) if fn is not None else kind.pytorch(s) for s in sets]
-        timing.warm_up(calls)
-        pilot = timing.run_rounds(calls, timing.PILOT_ROUNDS, self.clock(), self.flusher())
-        rounds = timing.plan_rounds(pilot, budget_s=1.0, min_s=TIMED_S)
-        order = iter(range(rounds))
-        flush = self.flusher()
-
-        def setup() -> tuple[tuple[int], dict[str, Any]]:
-            flush()
-            # A short GPU sleep ahead of the start stamp where the kernel is shorter than its launch
-            # path, so the round times the kernel, not the CPU launching it (as the grader does).
-            timing.COVER.cover_round()
-            return (next(order),), {}
-
+        if benchmark.disabled:  # --benchmark-disable: run once, as a smoke test, time nothing
+            calls[0]()
+            torch.cuda.synchronize()
+            return
+        samples = timing.measure(calls, budget_s=1.0, min_s=TIMED_S).samples_s
         benchmark.group = f"{self.problem}: {case.name}"
         benchmark.name = f"{case.name}[{impl}]"
-        benchmark.pedantic(lambda i: calls[i % len(calls)](), setup=setup, rounds=rounds, warmup_rounds=0)
+        REPLAY.load(samples)
+        benchmark.pedantic(_replayed_round, rounds=len(samples), warmup_rounds=0)
+        if not REPLAY.spent:
+            raise RuntimeError(f"pytest-benchmark took fewer rounds than the {len(samples)} measured; is --benchmark-timer set?")
         median = benchmark.stats.stats.median
         value, unit = _achieved(kind, case, median)
         benchmark.extra_info.update({"impl": impl, "achieved": round(value, 2), "unit": unit, "case": kind.describe(case)})
+
+
+REPLAY = SampleReplay()
+
+
+def _replayed_round() -> None:
+    """The round pytest-benchmark 'runs': already run and timed by `timing.measure`."""

@@ -101,8 +101,11 @@ class SandboxConfig:
     max_processes: int = 512
     max_file_bytes: int = 256 << 20
     output_bytes: int = 64 << 10
-    #: size of each private tmpfs (the worker's home and tmp, /tmp, /var/tmp, /dev/shm)
+    #: size of the worker's private temp folder (/tmp, /var/tmp and /dev/shm get 64 MiB at most)
     tmpfs_bytes: int = 256 << 20
+    #: size of the worker's private home, which holds its Triton cache: the reference's
+    #: attention alone compiles 178 MiB of it on the H200 (docs/performance.md)
+    home_tmpfs_bytes: int = 1 << 30
     #: the submission copy: files beyond this total are left out (and said so in the output)
     submission_bytes: int = 64 << 20
     #: the worker's share of GPU memory through PyTorch's allocator (advisory: see docs/defenses.md)
@@ -377,7 +380,8 @@ class _ChildSetup:
     covers: list[tuple[str, list[str]]]
     hide: list[tuple[str, bool]]
     blocked_file: str
-    private_tmpfs: list[str]
+    #: (path, size in bytes) of each private, worker-owned tmpfs
+    private_tmpfs: list[tuple[str, int]]
     tmpfs_bytes: int
     protect_proc: bool
     uid: int | None
@@ -415,8 +419,8 @@ def _enter_namespace(setup: _ChildSetup) -> None:
         else:
             _mount(libc, f"/proc/self/fd/{blocked_fd}", path, None, MS_BIND, None)
     os.close(blocked_fd)
-    for path in setup.private_tmpfs:
-        _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={setup.uid},gid={setup.gid},size={setup.tmpfs_bytes}")
+    for path, size in setup.private_tmpfs:
+        _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,uid={setup.uid},gid={setup.gid},size={size}")
     if setup.protect_proc:
         try:
             _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
@@ -689,7 +693,7 @@ class Worker:
             covers=covers,
             hide=[(str(p), p.is_dir()) for p in plan.hide],
             blocked_file=str(self.scratch / "stage" / "blocked"),
-            private_tmpfs=[str(self.scratch / "home"), str(self.scratch / "tmp")] if namespace else [],
+            private_tmpfs=[(str(self.scratch / "home"), config.home_tmpfs_bytes), (str(self.scratch / "tmp"), config.tmpfs_bytes)] if namespace else [],
             tmpfs_bytes=config.tmpfs_bytes,
             protect_proc=plan.protect_proc,
             uid=plan.uid,

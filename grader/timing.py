@@ -168,12 +168,6 @@ class LaunchCover:
         torch.cuda._sleep(cycles)
         return before, CudaStamp(), cycles
 
-    def cover_round(self) -> None:
-        """Cover one round queued by a caller with overhead of its own between rounds (pytest-benchmark's
-        pedantic loop): unless the GPU is clearly the slower side, in which case no cover is needed."""
-        if self.gpu_per_round_s < 2 * self.host_per_round_s:
-            self.hold(1)
-
     def learn(self, rounds: int, host_s: float, held: tuple[CudaStamp, CudaStamp, int], samples: list[float]) -> None:
         before, after, cycles = held
         slept = after - before

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from grader.timing import MAX_ROUNDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,3 +40,19 @@ def test_bf16_on_cpu_for_dot_problems_explains_the_interpreter_limit() -> None:
     proc = run_handout("--submission", "reference", "-k", "matmul", "--dtype", "bfloat16", "-rs")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "interpreter computes tl.dot on bfloat16" in proc.stdout.replace("\n", " ") or "cuda" in proc.stdout.lower()
+
+
+@pytest.mark.gpu
+def test_benchmarks_print_the_grader_method_medians(tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    proc = run_handout("--submission", "reference", "--benchmark-only", "-k", "softmax and 16384x1024",
+                       f"--benchmark-json={report}", "-p", "no:cacheprovider")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    benches = {b["name"]: b for b in json.loads(report.read_text())["benchmarks"]}
+    assert set(benches) == {"16384x1024-fp32[yours]", "16384x1024-fp32[pytorch]"}
+    for bench in benches.values():
+        stats = bench["stats"]
+        # TIMED_S of timed work, or MAX_ROUNDS rounds of a short kernel (an H200: ~37 us either side)
+        assert stats["rounds"] >= min(MAX_ROUNDS, 0.25 / stats["median"])
+        assert 5e-6 < stats["median"] < 5e-3
+        assert 0 < bench["extra_info"]["achieved"] < 6000  # GB/s: under any GPU's memory bandwidth

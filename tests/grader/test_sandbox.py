@@ -113,6 +113,23 @@ say(grader_listing=sorted(os.listdir("{GRADER_ROOT}")))
 
 
 @needs_root
+def test_home_holding_the_triton_cache_gets_its_own_size(tmp_path: Path) -> None:
+    # the reference's attention alone keeps 178 MiB of compiled kernels: the home outgrew /tmp's size
+    probe = """
+def size(path):
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize
+say(home=size(os.environ["HOME"]), tmp=size(os.environ["TMPDIR"]), shm=size("/dev/shm"),
+    cache_in_home=os.environ["TRITON_CACHE_DIR"].startswith(os.environ["HOME"] + "/"))
+"""
+    config = SandboxConfig(device="cpu", tmpfs_bytes=48 << 20, home_tmpfs_bytes=160 << 20)
+    worker, greeting, lines = run_worker(submission(tmp_path, probe), config)
+    assert greeting["status"] == "ready" and worker.plan.level == "namespace"
+    assert said(lines) == {"home": 160 << 20, "tmp": 48 << 20, "shm": 48 << 20, "cache_in_home": True}
+    assert SandboxConfig(device="cpu").home_tmpfs_bytes >= 4 * SandboxConfig(device="cpu").tmpfs_bytes
+
+
+@needs_root
 def test_each_worker_gets_its_own_uid_and_gives_it_back(tmp_path: Path) -> None:
     folder = submission(tmp_path, "say(uid=os.getuid())\n")
     a = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
