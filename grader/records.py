@@ -47,6 +47,8 @@ class ShapeTiming(Record):
     achieved: float | None = None
     achieved_unit: str = ""
     rounds: int = 0
+    #: rounds whose outputs were checked against the float64 definition while timed
+    verified_rounds: int = 0
     flags: list[str] = Field(default_factory=list)
 
 
@@ -58,6 +60,8 @@ class Performance(Record):
     ratio_geomean: float | None = None
     gpu: str | None = None
     shapes: list[ShapeTiming] = Field(default_factory=list)
+    #: set when a shape's speed ratio is above the spec's review bound: points stand, a person looks
+    review: str | None = None
 
 
 class Finding(Record):
