@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from grader import timing
+from grader import interpreter_compat, timing
 from grader.checks import case_label, check_call
 from grader.performance import achieved as _achieved
 from grader.problems import REGISTRY
@@ -23,6 +23,8 @@ from grader.worker import changed_inputs, describe_outputs, input_bits, load_fun
 
 PUBLIC_SECRET = "public"
 DOT_PROBLEMS = {"matmul", "flash_attention"}
+
+interpreter_compat.install()  # @triton.autotune on CPU, as in the grader's worker
 
 
 def cases_for(problem: str, suite: str, dtype: str | None, has_gpu: bool = True) -> list[Any]:

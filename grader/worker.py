@@ -48,7 +48,7 @@ import torch.autograd.profiler
 import torch.profiler
 import torch.testing
 
-from grader import kernel_cache, protocol, timing
+from grader import interpreter_compat, kernel_cache, protocol, timing
 from grader.problems import REGISTRY
 from grader.problems.base import CallOutput, generator
 
@@ -552,6 +552,7 @@ def serve(args: argparse.Namespace) -> int:
             kernel_cache.restore_into(Path(seed), Path(cache))
         except OSError:
             pass
+    interpreter_compat.install()  # @triton.autotune without a GPU driver (no-op on a GPU)
     LaunchCounter.install()
     GUARD.snapshot()
     _forget_grader()
