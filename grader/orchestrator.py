@@ -118,7 +118,7 @@ class ProblemRun:
 
     def _start_worker(self) -> None:
         worker = Worker(self.config, self.submission, self.problem.name, self.problem.module, self.problem.function, kernel_seed=self.kernel_slot)
-        self.isolation = worker.plan.level
+        self.isolation = worker.isolation
         self.worker = worker
         header = worker.wait_ready(self.deadline)
         if header.get("status") == "import_error":

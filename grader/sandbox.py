@@ -27,7 +27,8 @@ process group and an environment token.
 In every level the worker is spawned with a fresh interpreter (never forked from the
 orchestrator), gets an environment with no secret in it, its own session and process group, an
 OOM score that makes the kernel kill it before anything else, no_new_privs (setuid binaries do
-not elevate), and rlimits on CPU time, address space (CPU grading only: CUDA reserves more
+not elevate), a seccomp filter that refuses namespaces and mounts (grader/seccomp.py; where it
+cannot be installed, the recorded isolation says so), and rlimits on CPU time, address space (CPU grading only: CUDA reserves more
 virtual memory than any sane limit), processes, file size and core dumps. Its stdout and stderr
 are drained by threads that keep the first `output_bytes` and count the rest, and every write to
 it and read from it is bounded by the problem's deadline, so whatever it does, the grader returns.
@@ -59,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from grader import kernel_cache, protocol
+from grader import kernel_cache, protocol, seccomp
 
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
@@ -387,6 +388,8 @@ class _ChildSetup:
     uid: int | None
     gid: int | None
     cwd: str
+    #: install grader/seccomp.py's filter last (no namespaces, no mounts from here on)
+    seccomp: bool = False
 
 
 def _enter_namespace(setup: _ChildSetup) -> None:
@@ -441,11 +444,13 @@ def _preexec(setup: _ChildSetup) -> Callable[[], None]:
             pass
         if setup.namespace:
             _enter_namespace(setup)
+        _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         if setup.uid is not None:
-            _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
             os.setgroups([])
             os.setresgid(setup.gid, setup.gid, setup.gid)  # type: ignore[arg-type]
             os.setresuid(setup.uid, setup.uid, setup.uid)
+        if setup.seccomp:
+            seccomp.worker_filter().install()  # raises: the spawn fails rather than run unfiltered
 
     return run
 
@@ -608,6 +613,13 @@ class Worker:
             self._cleanup()
             raise
 
+    @property
+    def isolation(self) -> str:
+        """The level, and what is missing from it: recorded as `environment.isolation`."""
+        if seccomp.available():
+            return self.plan.level
+        return f"{self.plan.level}, without the seccomp filter (the worker may make namespaces and mounts)"
+
     def _env(self) -> dict[str, str]:
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -699,6 +711,7 @@ class Worker:
             uid=plan.uid,
             gid=plan.gid,
             cwd=str(self.scratch / "tmp"),
+            seccomp=seccomp.available(),
         )
 
     def _spawn(self, submission: Path, problem: str, module: str, function: str) -> None:

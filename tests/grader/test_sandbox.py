@@ -7,6 +7,7 @@ namespace and of the transient user need the grader to run as root (they skip ot
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import protocol
+from grader import protocol, seccomp
 from grader.sandbox import (
     GRADER_ROOT,
     TRANSIENT_UIDS,
@@ -110,6 +111,46 @@ say(grader_listing=sorted(os.listdir("{GRADER_ROOT}")))
     assert seen["pids"] == [seen["me"]] and not seen["parent_visible"], "hidepid: no other process is visible"
     assert not any("SECRET" in k for k in seen["env"])
     assert seen["grader_listing"] == sorted(p.name for p in [GRADER_ROOT / "grader", GRADER_ROOT / ".venv"] if p.exists())
+
+
+def test_the_worker_cannot_make_namespaces_or_mounts(tmp_path: Path) -> None:
+    """Issue 17: a worker that made a user namespace could mount anything over its Triton cache.
+
+    Every way in is refused, as root, as the transient user, and in the `none` level alike; the
+    calls the worker's own machinery needs (threads, subprocesses) still work.
+    """
+    probe = """
+import ctypes, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(result):
+    return ctypes.get_errno() if result != 0 else 0
+say(unshare_user=errno_of(libc.unshare(0x10000000)))
+say(unshare_mount=errno_of(libc.unshare(0x00020000)))
+say(setns=errno_of(libc.setns(os.open("/proc/self/ns/mnt", os.O_RDONLY), 0)))
+say(mount=errno_of(libc.mount(b"none", os.environ["HOME"].encode(), b"tmpfs", 0, None)))
+say(clone3=errno_of(libc.syscall(435, 0, 0)))
+say(unshare_tool=subprocess.run(["unshare", "-Ur", "true"], capture_output=True).returncode)
+box = []
+thread = threading.Thread(target=lambda: box.append("ran"))
+thread.start(); thread.join()
+say(thread=box, child=subprocess.run(["true"]).returncode)
+say(seccomp=[l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")][0])
+"""
+    worker, greeting, lines = run_worker(submission(tmp_path, probe))
+    seen = said(lines)
+    assert greeting["status"] == "ready", worker.output()
+    for key in ("unshare_user", "unshare_mount", "setns", "mount"):
+        assert seen[key] == errno.EPERM, (key, seen)
+    assert seen["clone3"] == errno.ENOSYS and seen["unshare_tool"] != 0
+    assert seen["thread"] == ["ran"] and seen["child"] == 0 and seen["seccomp"] == "2"
+    assert worker.isolation == worker.plan.level, "with the filter, the recorded isolation is the plain level"
+
+
+def test_the_filter_is_classic_bpf_for_both_architectures() -> None:
+    for machine in ("x86_64", "aarch64"):
+        code = seccomp.program(machine)
+        assert code is not None and len(code) % 8 == 0 and len(code) // 8 < 64
+    assert seccomp.program("riscv64") is None, "an unknown architecture gets no filter (and the record says so)"
 
 
 @needs_root
