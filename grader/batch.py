@@ -47,7 +47,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from grader import archives, kernel_cache
+from grader import archives, gradebook, kernel_cache
 from grader.containers import Cancelled
 from grader.orchestrator import DEFAULT_SECRET, GradeOptions, grade, resolve_device, submission_hash
 from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
@@ -606,50 +606,10 @@ class DockerRunner:
 # -- the gradebook --------------------------------------------------------------------------------
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def gradebook_row(student: str, result: Result | None, problems: list[str], slot: str | None = None) -> dict[str, Any]:
-    """One gradebook line; `slot` is the GPU index the student was graded on in this run, if any."""
-    if result is None:
-        row: dict[str, Any] = {"student": student, "status": "missing", **{p: "" for p in problems}}
-        row.update(total="", max="", error="not graded yet (the batch was interrupted or is still running)", duration_s="", gpu="")
-        return row
-    row = {"student": student, "status": result.status}
-    scores = {p.name: round(p.score, 2) for p in result.problems}
-    for name in problems:
-        row[name] = scores.get(name, "")
-    row.update(
-        total=round(result.score, 2),
-        max=round(result.max_score, 2),
-        error=_one_line(result.error),
-        duration_s=round(result.duration_s, 1),
-        gpu=result.environment.device,
-    )
-    if slot is not None and "(GPU " not in row["gpu"]:
-        row["gpu"] = f"{row['gpu']} (GPU {slot})"
-    return row
-
-
-def write_gradebook(out: Path, rows: list[dict[str, Any]], problems: list[str], meta: dict[str, Any] | None = None) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["student", "status", *problems, "total", "max", "error", "duration_s", "gpu"])
-    writer.writeheader()
-    writer.writerows(rows)
-    write_atomic(out / "gradebook.csv", buf.getvalue())
-    totals = [r["total"] for r in rows if isinstance(r.get("total"), (int, float))]
-    summary = {
-        **(meta or {}),
-        "students": len(rows),
-        "graded": sum(r["status"] == "graded" for r in rows),
-        "errors": sum(r["status"] == "error" for r in rows),
-        "missing": sum(r["status"] == "missing" for r in rows),
-        "mean_total": round(sum(totals) / len(totals), 3) if totals else 0.0,
-        "rows": rows,
-    }
-    write_atomic(out / "summary.json", json.dumps(summary, indent=2))
+# gradebook.csv and summary.json are grader.gradebook's: empty cells for ungraded rows, flags,
+# cells that cannot start a spreadsheet formula
+gradebook_row = gradebook.row
+write_gradebook = gradebook.write
 
 
 # -- the batch ----------------------------------------------------------------------------------

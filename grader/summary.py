@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from grader.records import Result
@@ -36,17 +37,24 @@ def print_result(result: Result, console: Console) -> None:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
+def _cell(value: object) -> str:
+    """A table cell: blank for a score that does not exist (an ungraded row), never a zero."""
+    return "–" if value is None or value == "" else str(value)
+
+
 def batch_table(rows: list[dict[str, object]], problems: list[str]) -> Table:
     table = Table(title="batch summary")
-    for col in ["student", "status", *problems, "total", "time (s)"]:
+    for col in ["student", "status", *problems, "total", "flags", "time (s)"]:
         table.add_column(col)
     for row in rows:
         status = str(row.get("status", ""))
+        flagged = str(row.get("flags") or "")
         table.add_row(
-            str(row["student"]),
+            escape(str(row["student"])),
             f"[{'green' if status == 'graded' else 'red'}]{status}[/]",
-            *[str(row.get(p, "")) for p in problems],
-            str(row.get("total", "")),
-            str(row.get("duration_s", "")),
+            *[_cell(row.get(p)) for p in problems],
+            _cell(row.get("total")),
+            f"[yellow]{escape(flagged)}[/]" if flagged else "",
+            _cell(row.get("duration_s")),
         )
     return table

@@ -257,7 +257,7 @@ def test_a_grader_crash_is_an_error_row_and_is_retried(tmp_path: Path, fake: Fak
     assert run(subs, out) == 0
     book = gradebook(out)
     assert [book[s]["status"] for s in "abc"] == ["graded", "error", "graded"]
-    assert "boom" in book["b"]["error"] and book["b"]["gelu"] == "0.0"
+    assert "boom" in book["b"]["error"] and book["b"]["gelu"] == "" and book["b"]["total"] == ""  # not graded: no zero
     saved = Result.model_validate_json((out / "b" / "result.json").read_text())
     assert saved.status == "error" and saved.problems[0].status == "error"
     fake.fail.clear()
