@@ -47,11 +47,11 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from grader import archives, gradebook, kernel_cache
+from grader import archives, gradebook, gradescope, kernel_cache
 from grader.containers import Cancelled
 from grader.orchestrator import DEFAULT_SECRET, GradeOptions, grade, resolve_device, submission_hash
 from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
-from grader.report import gradescope, render_html, write_atomic
+from grader.report import gradescope_json, render_html, write_atomic
 from grader.spec import Assignment, Problem, load_assignment
 from grader.summary import batch_table
 
@@ -135,40 +135,8 @@ def read_manifest(root: Path) -> dict[str, str]:
     return {}
 
 
-def read_gradescope_metadata(path: Path) -> dict[str, str]:
-    """submission folder -> student id from a Gradescope export's submission_metadata.yml.
-
-    The file is YAML written by Ruby (`:sid:` keys); this reads only the submitters' `:sid:`,
-    `:email:` and `:name:` (in that order of preference), so no YAML library is needed. A group
-    submission's id joins its members' ids with '+'.
-    """
-    ids: dict[str, str] = {}
-    current: str | None = None
-    people: list[dict[str, str]] = []
-
-    def flush() -> None:
-        if current:
-            names = [p.get("sid") or p.get("email", "").split("@")[0] or p.get("name", "") for p in people]
-            names = [n for n in names if n]
-            if names:
-                ids[current] = "+".join(names)
-
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        top = re.match(r"^(submission_\d+):\s*$", line)
-        if top:
-            flush()
-            current, people = top.group(1), []
-            continue
-        field = re.match(r"^\s*(-\s+)?:(sid|email|name):\s*(.*?)\s*$", line)
-        if current and field:
-            dash, key, value = field.groups()
-            value = value.strip("'\"")
-            if dash or not people:
-                people.append({})
-            if value and value not in ("~", "null"):
-                people[-1][key] = value
-    flush()
-    return ids
+# submission folder -> student id from an export's submission_metadata.yml (read as YAML)
+read_gradescope_metadata = gradescope.read_export_metadata
 
 
 def _gradescope_entries(folder: Path) -> list[tuple[str, Path]]:
@@ -338,7 +306,7 @@ def previous(out: Path, sha: str, assignment: Assignment, problems: list[str], i
 def commit_result(result: Result, out: Path) -> None:
     """report.html and gradescope/results.json, then result.json: its presence marks a whole set."""
     write_atomic(out / "report.html", render_html(result))
-    write_atomic(out / "gradescope" / "results.json", json.dumps(gradescope(result), indent=2))
+    write_atomic(out / "gradescope" / "results.json", gradescope_json(result))
     write_atomic(out / "result.json", result.model_dump_json(indent=2))
 
 

@@ -42,6 +42,7 @@ dependencies = [
     "rich>=13",
     "pytest>=8",
     "pytest-benchmark>=4",
+    "pyyaml>=6",
 ]
 
 [project.scripts]

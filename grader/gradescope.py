@@ -1,0 +1,237 @@
+"""Gradescope, both ways: its results.json (built from a pydantic model of its format) and its
+submission metadata (an export's submission_metadata.yml, the autograder's .json).
+
+The format is Gradescope's "Autograder Specifications" (gradescope-autograders.readthedocs.io,
+specs): a top-level score, output, output_format and visibility; tests with name, score,
+max_score, status ("passed"/"failed"), output and visibility; leaderboard entries with name,
+value and order. A test without score and max_score counts for nothing and shows no verdict:
+that is how a "not measured" performance test appears, never as a failed 0 / 5.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from grader import flags
+from grader.records import ProblemResult, Result
+from grader.scoring import geomean
+
+OutputFormat = Literal["text", "html", "simple_format", "md", "ansi"]
+Visibility = Literal["hidden", "after_due_date", "after_published", "visible"]
+
+
+class GradescopeModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GradescopeTest(GradescopeModel):
+    name: str
+    score: float | None = None
+    max_score: float | None = None
+    status: Literal["passed", "failed"] | None = None
+    output: str = ""
+    output_format: OutputFormat = "text"
+    visibility: Visibility = "visible"
+    tags: list[str] = Field(default_factory=list)
+
+
+class LeaderboardEntry(GradescopeModel):
+    name: str
+    value: float | str
+    order: Literal["asc", "desc"] = "desc"
+
+
+class GradescopeResults(GradescopeModel):
+    score: float
+    execution_time: int | None = None
+    output: str = ""
+    output_format: OutputFormat = "text"
+    test_output_format: OutputFormat = "text"
+    visibility: Visibility = "visible"
+    stdout_visibility: Visibility = "hidden"
+    extra_data: dict[str, Any] = Field(default_factory=dict)
+    tests: list[GradescopeTest] = Field(default_factory=list)
+    leaderboard: list[LeaderboardEntry] | None = None
+
+
+def pts(x: float) -> float:
+    """Two decimals: what a person reads (39.9998 -> 40.0)."""
+    return round(x + 0.0, 2)
+
+
+def _visibility(test_visibility: str) -> Visibility:
+    return "visible" if test_visibility == "public" else "after_published"
+
+
+def _performance_test(problem: ProblemResult) -> GradescopeTest | None:
+    perf = problem.performance
+    if perf is None:
+        return None
+    name = f"{problem.name}: performance"
+    if perf.status == "not_measured":
+        pending = f"{pts(perf.max_score):g} points pending: not measured here (neither zero nor full)"
+        return GradescopeTest(name=f"{name} (not measured)", output=f"{perf.reason}\n{pending}".strip(), tags=["performance", "not measured"])
+    lines = []
+    if perf.ratio_geomean:
+        lines.append(f"speedup against the staff reference (geometric mean): ×{perf.ratio_geomean:.3f}")
+    lines += [f"{s.name}: ×{s.ratio:.3f}" for s in perf.shapes if s.ratio]
+    if perf.reason:
+        lines.append(perf.reason)
+    if perf.review:
+        lines.append(f"under review by the course staff (your points stand): {perf.review}")
+    earned = pts(perf.score or 0.0)
+    return GradescopeTest(
+        name=name,
+        score=earned,
+        max_score=pts(perf.max_score),
+        status="passed" if perf.status == "measured" and earned > 0 else "failed",
+        output="\n".join(lines),
+        tags=["performance"],
+    )
+
+
+def _leaderboard(result: Result) -> list[LeaderboardEntry] | None:
+    ratios = {p.name: p.performance.ratio_geomean for p in result.problems if p.performance and p.performance.status == "measured" and p.performance.ratio_geomean}
+    if not ratios or any(f.blocking for f in flags.result_flags(result)):
+        return None
+    entries = [LeaderboardEntry(name=name, value=round(value, 4)) for name, value in ratios.items()]
+    entries.append(LeaderboardEntry(name="overall speedup", value=round(geomean(list(ratios.values())), 4)))
+    return entries
+
+
+def _summary_output(result: Result) -> str:
+    """The top of the student's page: the score, or why there is none; then what staff will look at."""
+    if result.status == "error":
+        lines = [
+            "NOT GRADED: your submission could not be graded, so the score above is not a grade.",
+            f"Reason: {result.error.strip() or 'unknown'}",
+            "Fix the problem and submit again, or ask the course staff.",
+        ]
+    else:
+        lines = [f"{pts(result.score):g} / {pts(result.max_score):g}"]
+        if result.pending_score:
+            lines.append(f"{pts(result.pending_score):g} performance points not measured here (no GPU): neither zero nor full")
+    found = flags.result_flags(result)
+    if found:
+        lines.append("Flags for the course staff: " + "; ".join(f.label for f in found))
+    lines += result.warnings
+    return "\n".join(lines)
+
+
+def build(result: Result) -> GradescopeResults:
+    """Gradescope's results.json for one graded (or ungradable) submission."""
+    tests: list[GradescopeTest] = []
+    for problem in result.problems:
+        for test in problem.tests:
+            tests.append(
+                GradescopeTest(
+                    name=test.name,
+                    score=pts(test.score),
+                    max_score=pts(test.max_score),
+                    status="passed" if test.status == "passed" else "failed",
+                    output=(test.case + "\n" + test.message).strip(),
+                    visibility=_visibility(test.visibility),
+                    tags=[problem.name],
+                )
+            )
+        perf = _performance_test(problem)
+        if perf is not None:
+            tests.append(perf)
+    return GradescopeResults(
+        score=pts(result.score),
+        execution_time=int(result.duration_s),
+        output=_summary_output(result),
+        extra_data={
+            "status": result.status,
+            "flags": [f.label for f in flags.result_flags(result)],
+            "sha256": result.submission.sha256,
+            "assignment_version": result.assignment.version,
+        },
+        tests=tests,
+        leaderboard=_leaderboard(result),
+    )
+
+
+def results_json(result: Result) -> str:
+    return build(result).model_dump_json(indent=2, exclude_none=True)
+
+
+def as_dict(result: Result) -> dict[str, Any]:
+    return json.loads(results_json(result))
+
+
+# -- metadata ------------------------------------------------------------------------------------
+
+
+class _RubyTolerantLoader(yaml.SafeLoader):
+    """Safe YAML that reads Ruby's tagged values (`!ruby/object:BigDecimal ...`) as plain data."""
+
+
+def _untagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_scalar(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+
+
+_RubyTolerantLoader.add_multi_constructor("!", _untagged)
+
+
+def _key(mapping: dict[Any, Any], name: str) -> Any:
+    """A field written by Ruby (`:sid:`, read as ':sid') or by anything else (`sid`)."""
+    return mapping.get(f":{name}", mapping.get(name))
+
+
+def person_id(person: dict[Any, Any]) -> str:
+    """A submitter's id: the student id, else the email's local part, else the name."""
+    sid = _key(person, "sid")
+    email = _key(person, "email")
+    name = _key(person, "name")
+    for value in (sid, str(email).split("@")[0] if email else None, name):
+        if value not in (None, "", "~"):
+            return str(value).strip()
+    return ""
+
+
+def group_id(people: list[Any]) -> str:
+    """A group submission's id joins its members' ids with '+'."""
+    return "+".join(i for i in (person_id(p) for p in people if isinstance(p, dict)) if i)
+
+
+def read_export_metadata(path: Path) -> dict[str, str]:
+    """submission folder -> student id, from a Gradescope export's submission_metadata.yml.
+
+    A file that is not valid YAML or not the expected shape gives no ids (the folders keep
+    their own names) rather than stopping the batch.
+    """
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8", errors="replace"), Loader=_RubyTolerantLoader)
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    ids: dict[str, str] = {}
+    for folder, entry in data.items():
+        if not isinstance(entry, dict):
+            continue
+        people = _key(entry, "submitters")
+        found = group_id(people) if isinstance(people, list) else ""
+        if found:
+            ids[str(folder)] = found
+    return ids
+
+
+def read_submission_metadata(path: Path) -> str | None:
+    """The student id from the autograder's /autograder/submission_metadata.json (its `users`)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    users = data.get("users") if isinstance(data, dict) else None
+    return (group_id(users) or None) if isinstance(users, list) else None
