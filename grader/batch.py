@@ -44,10 +44,11 @@ from typing import Any, Callable, Iterator, Protocol
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from grader import archives, gradebook, gradescope, kernel_cache
+from grader import archives, gradebook, gradescope, kernel_cache, rescore
 from grader.containers import Cancelled
 from grader.orchestrator import DEFAULT_SECRET, GradeOptions, grade, resolve_device, submission_hash
 from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
@@ -719,6 +720,7 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
         }
         modules = [p.module for p in problems]
         results: dict[str, Result | None] = {e.student: None for e in entries}
+        spec_changes = rescore.ResumeChanges.under(assignment)
         slot_of: dict[str, str | None] = {}
         order = [e.student for e in entries]
 
@@ -741,6 +743,7 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
                     if task.out.exists():
                         remove_partial_files(task.out)
                     old = None if args.regrade else previous(task.out, task.sha, assignment, names, device == "cpu", getattr(args, "retry_errors", False))
+                    old = spec_changes.settle(entry.student, old, task.out, commit_result)  # re-scored, or None: graded again
                     if old is not None:
                         results[entry.student] = old
                         progress.advance(bar)
@@ -752,6 +755,10 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
                     else:
                         todo.append(task)
                 skipped = len(entries) - len(todo)
+                if spec_changes.rescored or spec_changes.regraded:
+                    meta["spec_changes"] = spec_changes.as_meta()
+                    for line in spec_changes.lines():
+                        progress.console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
                 progress.update(bar, description=f"grading ({skipped} already done)" if skipped else "grading")
                 book()
                 graded = _grade_all(todo, runner, ctx, progress, bar)
@@ -772,6 +779,8 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
                 console.print(f"[yellow]interrupted:[/yellow] {done} of {len(rows)} students have results; run the same command again to grade the rest")
 
     console.print(batch_table(rows, names))
+    for line in spec_changes.lines():
+        console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
     for text in meta["warnings"]:
         console.print(f"[bold red]warning:[/bold red] {text}")
     errors = sum(r["status"] == "error" for r in rows)

@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from grader.cli_batch import add_parsers as add_batch_parsers
+from grader.cli_results import add_parsers as add_results_parsers
 from grader.spec import DEFAULT_SPEC, SpecError, load_assignment
 
 console = Console(stderr=True)
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_grade)
 
     add_batch_parsers(sub, _common, _options, _hidden_paths)
+    add_results_parsers(sub)
 
     from grader import export, leaderboard
 

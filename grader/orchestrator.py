@@ -19,6 +19,7 @@ import torch
 
 from grader import kernel_cache, performance, protocol, scan, scoring, trace
 from grader.checks import case_label, check_call
+from grader.fingerprint import fingerprint, suite_of
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
 from grader.records import AssignmentRef, Environment, Performance, ProblemResult, Result, SubmissionRef, TestResult
@@ -394,8 +395,9 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
         problems.append(result)
     total = sum(p.score for p in problems)
     pending = sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured")
+    graded = [p.name for p in problems]
     return Result(
-        assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
+        assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version, spec=fingerprint(assignment, graded, suite_of(device == "cpu"))),
         submission=SubmissionRef(
             path=str(submission),
             sha256=sha,

@@ -87,9 +87,23 @@ class ProblemResult(Record):
     duration_s: float = 0.0
 
 
+class SpecFingerprint(Record):
+    """Hashes of the spec a result was graded with (hidden cases included), in two halves.
+
+    `grading`: what decides a case's verdict (cases, tolerances, forbidden ops, time limits,
+    benchmark shapes): when it changes, the submission must be graded again. `scoring`: what
+    turns verdicts into points (points, case weights, thresholds): when only it changes, the
+    stored per-case results are re-scored and no kernel runs (grader/fingerprint.py).
+    """
+
+    grading: str
+    scoring: str
+
+
 class AssignmentRef(Record):
     name: str
     version: str
+    spec: SpecFingerprint | None = None
 
 
 class SubmissionRef(Record):
