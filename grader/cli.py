@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader.cli_batch import add_parsers as add_batch_parsers
 from grader.cli_results import add_parsers as add_results_parsers
@@ -92,7 +93,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
     submission = Path(args.path)
     if not submission.is_dir():
-        console.print(f"[red]error:[/red] {submission} is not a folder (expected a submission folder with gelu.py, softmax.py, ...)")
+        console.print(f"[red]error:[/red] {escape(str(submission))} is not a folder (expected a submission folder with gelu.py, softmax.py, ...)")
         return 2
     assignment = load_assignment(args.spec, hidden=False if args.public_only else None)
     out = Path(args.out)
@@ -132,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SpecError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")  # locations such as problems[gelu] are not markup
         return 2
     except (RuntimeError, OSError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")

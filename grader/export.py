@@ -146,12 +146,13 @@ def export_handout(out: Path, root: Path = ROOT) -> Path:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True)
     try:
         out = export_handout(Path(args.out))
     except (FileExistsError, LeakError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     files = sum(1 for p in out.rglob("*") if p.is_file())
     console.print(f"wrote the student handout to {out} ({files} files); no reference, no hidden cases")

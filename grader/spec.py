@@ -148,10 +148,18 @@ class Assignment(Strict):
         return any(c.visibility == "hidden" for p in self.problems for c in p.cases)
 
 
-def _format_errors(path: Path, err: ValidationError, prefix: str = "") -> str:
+def _where(loc: tuple[Any, ...], names: list[str]) -> str:
+    """An error location with problems by name: problems[gelu].thresholds, not problems.0.thresholds."""
+    parts = list(loc)
+    if len(parts) >= 2 and parts[0] == "problems" and isinstance(parts[1], int) and parts[1] < len(names):
+        parts = [f"problems[{names[parts[1]]}]", *parts[2:]]
+    return ".".join(str(x) for x in parts)
+
+
+def _format_errors(path: Path, err: ValidationError, prefix: str = "", names: list[str] | None = None) -> str:
     lines = [f"{path}: invalid assignment spec"]
     for e in err.errors():
-        loc = prefix + ".".join(str(x) for x in e["loc"])
+        loc = prefix + _where(e["loc"], names or [])
         got = e.get("input")
         got_text = "" if isinstance(got, dict) else f" (got {got!r})"
         lines.append(f"  - {loc}: {e['msg']}{got_text}")
@@ -227,6 +235,12 @@ def load_assignment(path: Path | str = DEFAULT_SPEC, hidden: Path | str | None |
         benchmarks = _typed_cases(path, prob, "benchmarks", prob.pop("benchmarks", []), "public")
         built.append({**prob, "cases": cases, "benchmarks": benchmarks})
     try:
-        return Assignment.model_validate({**data, "problems": built})
+        assignment = Assignment.model_validate({**data, "problems": built})
     except ValidationError as exc:
-        raise SpecError(_format_errors(path, exc)) from None
+        raise SpecError(_format_errors(path, exc, names=[str(p.get("name", i)) for i, p in enumerate(built)])) from None
+    from grader.spec_checks import problems_errors  # local import: needs torch
+
+    errors = problems_errors(assignment.problems)
+    if errors:
+        raise SpecError("\n".join([f"{path}: invalid assignment spec", *(f"  - {e}" for e in errors)]))
+    return assignment
