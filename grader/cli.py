@@ -121,9 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_batch_parsers(sub, _common, _options, _hidden_paths)
     add_results_parsers(sub)
 
-    from grader import export, leaderboard
+    from grader import export, kernel_cache, leaderboard
 
     export.add_parser(sub)
+    kernel_cache.add_parser(sub)
     leaderboard.add_parser(sub)
     return parser
 

@@ -7,19 +7,30 @@ that same submission with it.
 
 Trust: a cache is written by a process that ran the submission, so it is data from the
 submission. It only ever goes back to a worker of the same content hash (a poisoned cache can
-only hurt the code that poisoned it), the orchestrator never loads it, and copies take regular
-files only, never follow a link and stop at a cap on bytes and files.
+only hurt the code that poisoned it), and the orchestrator never loads it. It is collected with
+the worker's own credentials (grader/sandbox.py, Worker.save_kernel_cache): root reads a tar
+stream, never a path the worker could have linked or mounted somewhere else (issue 17: a bind
+mount over the cache once handed a root-only file to the next grading). Only the kinds of file
+Triton writes are kept, each slot is capped in bytes and files, and the whole cache is capped
+too, least recently used slots going first; `grader kernel-cache list|prune` is the staff's view.
 """
 
 from __future__ import annotations
 
+import argparse
+import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
+import tarfile
+import time
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import IO, Callable
 
 MAX_BYTES = 512 << 20
 MAX_FILES = 20_000
@@ -38,6 +49,11 @@ def default_root() -> Path:
 def slot(root: Path, sha256: str, problem: str) -> Path:
     """Where one submission's cache for one problem is kept."""
     return root / sha256[:32] / problem
+
+
+def root_of(kept: Path) -> Path:
+    """The cache folder a slot belongs to (the inverse of `slot`)."""
+    return kept.parent.parent
 
 
 @dataclass
@@ -99,12 +115,95 @@ def _copy_capped(src: object, out: object, limit: int) -> int:
     return written
 
 
-def save(source: Path, dest: Path) -> Copied:
-    """Replace the cache kept at `dest` with a capped copy of `source`, atomically."""
+# -- collecting a worker's cache -----------------------------------------------------------------
+#
+# Root never opens a path inside the worker's cache: the worker's own credentials do (grader/
+# sandbox.py starts `tar` as the worker's uid, in the worker's mount namespace, under the same
+# seccomp filter, without following links or crossing into another file system) and stream it
+# here, where only what Triton itself writes is kept, within the caps. A submission can therefore
+# only ever keep bytes it could read itself, and only in the shapes below.
+
+#: the kinds of file Triton 3.x writes into its cache, each as <cache>/<key>/<file>: the source
+#: and IR stages (.source .ttir .ttgir .llir, .ptx/.cubin on NVIDIA, .amdgcn/.hsaco on AMD),
+#: metadata, group and autotuning JSON, and the compiled launcher modules (.so)
+TRITON_KINDS = (".source", ".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".amdgcn", ".hsaco", ".json", ".so")
+_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,199}\Z")
+MAX_FILE_BYTES = 64 << 20
+#: what the stream may carry in all (what is not kept is read and dropped, up to this)
+MAX_STREAM_BYTES = 2 * MAX_BYTES
+
+
+def triton_file(rel: PurePosixPath) -> bool:
+    """Whether `rel` (relative to a Triton cache) is a file Triton writes: <key>/<name>.<kind>.
+
+    Triton's temporary folders (`<key>/tmp.pid_...`) and anything deeper or shallower are not.
+    """
+    return len(rel.parts) == 2 and all(_NAME.match(part) for part in rel.parts) and rel.name.endswith(TRITON_KINDS)
+
+
+class _Counted:
+    """A read-only stream that stops (EOF) after `limit` bytes and says whether it was cut."""
+
+    def __init__(self, raw: IO[bytes], limit: int) -> None:
+        self.raw, self.left, self.cut = raw, limit, False
+
+    def read(self, size: int = -1) -> bytes:
+        want = self.left if size < 0 else min(size, self.left)
+        data = self.raw.read(want) if want > 0 else b""
+        self.left -= len(data)
+        if self.left <= 0 and size != 0:
+            self.cut = True
+        return data
+
+
+def receive(stream: IO[bytes], dest: Path, max_bytes: int = MAX_BYTES, max_files: int = MAX_FILES) -> Copied:
+    """Keep the Triton files of a tar stream of a worker's `.triton` folder in the new folder `dest`.
+
+    Regular members only (links, devices, FIFOs and sparse files are skipped, never created),
+    named as `triton_file` wants, each at most MAX_FILE_BYTES, within the caps; a broken or cut
+    stream keeps the whole files read before it.
+    """
+    copied = Copied()
+    counted = _Counted(stream, MAX_STREAM_BYTES)
+    dest.mkdir(mode=0o700)
+    try:
+        with tarfile.open(fileobj=counted, mode="r|") as archive:  # type: ignore[call-overload]
+            for member in archive:
+                rel = PurePosixPath(member.name)
+                rel = PurePosixPath(*rel.parts[1:]) if rel.parts[:1] == (".triton",) else PurePosixPath("..")
+                if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE) or not triton_file(rel):
+                    continue
+                if copied.files >= max_files or copied.bytes + member.size > max_bytes or member.size > MAX_FILE_BYTES:
+                    copied.truncated = True
+                    continue
+                source = archive.extractfile(member)
+                if source is None:
+                    continue
+                target = dest / rel.parts[0]
+                target.mkdir(mode=0o700, exist_ok=True)
+                fd = os.open(target / rel.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    written = _copy_capped(source, out, member.size)
+                if written != member.size:
+                    (target / rel.name).unlink()
+                    raise tarfile.ReadError("the stream ended inside a file")
+                copied.files += 1
+                copied.bytes += written
+    except (tarfile.TarError, EOFError, OSError, ValueError):
+        copied.truncated = True
+    copied.truncated |= counted.cut
+    return copied
+
+
+def keep(fill: Callable[[Path], Copied], dest: Path) -> Copied:
+    """Replace the cache kept at `dest` with what `fill(new_folder)` puts there, atomically.
+
+    Nothing is replaced when `fill` keeps no file. The slot is stamped as just used (see evict).
+    """
     dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
     try:
-        copied = copy_tree(source, tmp)
+        copied = fill(tmp)
         if not copied.files:
             return copied
         old = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.old")
@@ -112,6 +211,7 @@ def save(source: Path, dest: Path) -> Copied:
             dest.rename(old)
         tmp.rename(dest)
         shutil.rmtree(old, ignore_errors=True)
+        touch(dest)
         return copied
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -148,3 +248,130 @@ def rehome_group(group_file: Path, cache_dir: Path) -> None:
             return
         moved[child] = str(cache_dir / key / name)
     group_file.write_text(json.dumps({**data, "child_paths": moved}))
+
+
+# -- the cache as a whole: least recently used first out, and the staff's view of it --------------
+
+TOTAL_ENV = "GRADER_KERNEL_CACHE_MAX_BYTES"
+#: the whole cache, every submission and problem together (about 45 full GPU gradings' worth)
+MAX_TOTAL_BYTES = 8 << 30
+
+
+@dataclass
+class Kept:
+    """One slot of the cache: a submission's (content hash) compiled kernels for one problem."""
+
+    path: Path
+    files: int
+    bytes: int
+    used: float  # when it was last saved or seeded from (its folder's mtime)
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.parent.name}/{self.path.name}"
+
+
+def touch(kept: Path) -> None:
+    """Mark a slot as just used: eviction removes the least recently used first."""
+    try:
+        os.utime(kept)
+    except OSError:
+        pass
+
+
+def max_total_bytes() -> int:
+    """$GRADER_KERNEL_CACHE_MAX_BYTES (a size such as 8G), else MAX_TOTAL_BYTES."""
+    configured = os.environ.get(TOTAL_ENV)
+    return parse_size(configured) if configured else MAX_TOTAL_BYTES
+
+
+def parse_size(text: str) -> int:
+    """`8G`, `512M`, `100k` or a number of bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)i?[bB]?\s*", text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (expected e.g. 8G, 512M or a number of bytes)")
+    return int(float(match.group(1)) * (1 << (10 * " KMGT".index(match.group(2).upper() or " "))))
+
+
+def slots(root: Path) -> list[Kept]:
+    """Every slot under `root`, least recently used first."""
+    found = []
+    for sha_dir in _folders(root):
+        for problem_dir in _folders(sha_dir):
+            files = size = 0
+            for dirpath, _dirnames, filenames in os.walk(problem_dir):
+                for name in filenames:
+                    try:
+                        size += os.lstat(os.path.join(dirpath, name)).st_size
+                        files += 1
+                    except OSError:
+                        continue
+            try:
+                used = os.lstat(problem_dir).st_mtime
+            except OSError:
+                continue
+            found.append(Kept(problem_dir, files, size, used))
+    return sorted(found, key=lambda k: k.used)
+
+
+def _folders(parent: Path) -> list[Path]:
+    try:
+        return [p for p in parent.iterdir() if not p.name.startswith(".") and p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+
+
+def evict(root: Path, max_total: int | None = None, older_than_s: float | None = None) -> list[Kept]:
+    """Remove least recently used slots until the cache holds at most `max_total` bytes (and,
+    with `older_than_s`, every slot unused for that long); returns what was removed."""
+    limit = max_total_bytes() if max_total is None else max_total
+    if not root.is_dir():
+        return []
+    with open(root / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two graders of one cache do not evict the same slot twice
+        kept = slots(root)
+        total = sum(k.bytes for k in kept)
+        now = time.time()
+        removed = []
+        for slot_ in kept:
+            stale = older_than_s is not None and now - slot_.used > older_than_s
+            if total <= limit and not stale:
+                continue
+            shutil.rmtree(slot_.path, ignore_errors=True)
+            total -= slot_.bytes
+            removed.append(slot_)
+            try:
+                slot_.path.parent.rmdir()  # the submission's folder, once its last problem is gone
+            except OSError:
+                pass
+    return removed
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`grader kernel-cache list|prune`."""
+    parser = sub.add_parser("kernel-cache", help="list or prune the kept compiled kernels of graded submissions")
+    actions = parser.add_subparsers(dest="action", required=True)
+    for name, text in (("list", "every kept slot, least recently used first, with its size"), ("prune", "remove slots, least recently used first")):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("--kernel-cache", type=Path, default=None, help=f"the cache folder (default: ${ENV} or ~/.cache/triton-kernels-grader/kernels)")
+        action.set_defaults(func=_cmd_kernel_cache)
+    prune = actions.choices["prune"]
+    prune.add_argument("--max-bytes", type=parse_size, default=None, help=f"keep at most this much in all, e.g. 4G (default: ${TOTAL_ENV} or 8G)")
+    prune.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="also remove slots unused for this many days")
+    prune.add_argument("--all", action="store_true", help="remove every slot")
+
+
+def _cmd_kernel_cache(args: argparse.Namespace) -> int:
+    root = args.kernel_cache or default_root()
+    if args.action == "list":
+        kept = slots(root)
+        for slot_ in kept:
+            when = datetime.fromtimestamp(slot_.used).isoformat(sep=" ", timespec="seconds")
+            print(f"{slot_.name}  {slot_.files:6d} files  {slot_.bytes / 2**20:9.1f} MiB  last used {when}")
+        total = sum(k.bytes for k in kept)
+        print(f"{len(kept)} slot(s), {total / 2**20:.1f} MiB of at most {max_total_bytes() / 2**20:.0f} MiB, in {root}")
+        return 0
+    removed = evict(root, 0 if args.all else args.max_bytes, None if args.older_than is None else args.older_than * 86400)
+    freed = sum(k.bytes for k in removed)
+    print(f"removed {len(removed)} slot(s), {freed / 2**20:.1f} MiB, from {root}")
+    return 0

@@ -88,6 +88,7 @@ SKIP_NAMES = {"__pycache__", ".git", ".ipynb_checkpoints"}
 SWEEP_ROUNDS = 20
 EXIT_GRACE_S = 1.0
 PAUSE_WAIT_S = 1.0  # how long pause() waits for every process of a worker to show it stopped
+HELPER_LIMIT_S = 60  # how long the helper that streams a worker's Triton cache may take
 
 
 @dataclass
@@ -163,7 +164,7 @@ def _libc() -> ctypes.CDLL:
     global _LIBC
     if _LIBC is None:
         libc = ctypes.CDLL(None, use_errno=True)
-        for name in ("mount", "unshare", "prctl", "syscall"):
+        for name in ("mount", "unshare", "prctl", "syscall", "setns"):
             getattr(libc, name)  # resolve now: no dlsym (and its locks) between fork and exec
         _LIBC = libc
     return _LIBC
@@ -433,6 +434,26 @@ def _enter_namespace(setup: _ChildSetup) -> None:
     os.chdir(setup.cwd)
 
 
+def _as_worker(ns_fd: int, uid: int | None, gid: int | None) -> Callable[[], None]:
+    """Pre-exec of a helper that must act with the worker's credentials alone (save_kernel_cache):
+    its mount namespace (when `ns_fd` >= 0), its uid and gid, no_new_privs and the seccomp filter."""
+
+    def run() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (HELPER_LIMIT_S, HELPER_LIMIT_S))
+        libc = _libc()
+        if ns_fd >= 0 and libc.setns(ns_fd, CLONE_NEWNS) != 0:
+            raise OSError(ctypes.get_errno(), "setns into the worker's mount namespace")
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)  # type: ignore[arg-type]
+            os.setresuid(uid, uid, uid)
+        if seccomp.available():
+            seccomp.worker_filter().install()
+
+    return run
+
+
 def _preexec(setup: _ChildSetup) -> Callable[[], None]:
     def run() -> None:
         for which, value in setup.limits:
@@ -663,6 +684,7 @@ class Worker:
         if self.kernel_seed is not None and self.kernel_seed.is_dir():
             # this submission's kernels compiled by an earlier grading
             self.seeded = kernel_cache.copy_tree(self.kernel_seed, seed).files > 0
+            kernel_cache.touch(self.kernel_seed)  # used: the last to be evicted
         if self.plan.uid is None:
             return copy
         # root-owned scratch others may cross but not list; the rest belongs to the worker alone
@@ -836,20 +858,54 @@ class Worker:
     # -- its Triton cache ---------------------------------------------------------------------
 
     def save_kernel_cache(self, dest: Path) -> kernel_cache.Copied | None:
-        """Keep a copy of the worker's Triton cache (see grader/kernel_cache.py); None if gone.
+        """Keep the Triton files of the worker's cache (see grader/kernel_cache.py); None if gone.
 
-        The worker is paused first, so nothing changes under the copy. In a mount namespace its
-        home is a private tmpfs, reached through /proc/PID/root while the worker lives.
+        The worker is paused first, so nothing changes under the copy. Root never opens a path
+        in the worker's cache: `tar`, started as the worker's uid, in the worker's own mount
+        namespace (setns) and under the same seccomp filter, reads it without following links
+        or leaving its file system, and streams it to kernel_cache.receive, which keeps only
+        Triton's own kinds of file within the caps. So the cache can only hold what the worker
+        could read itself, whatever it mounted or linked. The least recently used slots are
+        evicted afterwards to keep the whole cache under its cap.
         """
         if self.proc is None or self.proc.poll() is not None:
             return None
         self.pause()
-        home = self.scratch / "home" / ".triton"
-        source = Path(f"/proc/{self.proc.pid}/root", *home.parts[1:]) if self.plan.level == "namespace" else home
+        tar = shutil.which("tar", path="/usr/bin:/bin")
+        if tar is None:
+            return None
+        argv = [tar, "--create", "--file=-", "--one-file-system", "--numeric-owner", f"--directory={self.scratch / 'home'}", ".triton"]
+        ns_fd = -1
         try:
-            return kernel_cache.save(source, dest)
+            if self.plan.level == "namespace":
+                ns_fd = os.open(f"/proc/{self.proc.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            _libc()
+            with _SPAWN_LOCK:
+                helper = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}, cwd="/", start_new_session=True,
+                    preexec_fn=_as_worker(ns_fd, self.plan.uid, self.plan.gid),
+                )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        finally:
+            if ns_fd >= 0:
+                os.close(ns_fd)
+        watchdog = threading.Timer(HELPER_LIMIT_S, helper.kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            assert helper.stdout is not None
+            kept = kernel_cache.keep(lambda folder: kernel_cache.receive(helper.stdout, folder), dest)  # type: ignore[arg-type]
         except OSError:
             return None
+        finally:
+            watchdog.cancel()
+            helper.kill()
+            helper.wait()
+            helper.stdout.close()  # type: ignore[union-attr]
+        kernel_cache.evict(kernel_cache.root_of(dest))
+        return kept
 
     # -- pausing it -----------------------------------------------------------------------------
 
