@@ -54,7 +54,7 @@ from grader.orchestrator import DEFAULT_SECRET, GradeOptions, grade, resolve_dev
 from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
 from grader.report import gradescope_json, render_html, write_atomic
 from grader.spec import Assignment, Problem, load_assignment
-from grader.summary import batch_table
+from grader.summary import batch_table, progress_line
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ".work"
@@ -755,6 +755,7 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
                     else:
                         todo.append(task)
                 skipped = len(entries) - len(todo)
+                finished = skipped
                 if spec_changes.rescored or spec_changes.regraded:
                     meta["spec_changes"] = spec_changes.as_meta()
                     for line in spec_changes.lines():
@@ -766,6 +767,9 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
                     for task, result, slot in graded:
                         results[task.student], slot_of[task.student] = result, slot
                         book()
+                        if not console.is_terminal:  # a log: the live bar draws nothing there
+                            finished += 1
+                            console.print(progress_line(finished, len(entries), task.student, result), markup=False, highlight=False, soft_wrap=True)
                 finally:
                     graded.close()  # on Ctrl-C: stops the runner and its containers first
         except KeyboardInterrupt:

@@ -58,3 +58,16 @@ def batch_table(rows: list[dict[str, object]], problems: list[str]) -> Table:
             _cell(row.get("duration_s")),
         )
     return table
+
+
+def progress_line(done: int, total: int, student: str, result: Result) -> str:
+    """One plain line per finished student, for a batch whose output goes to a log, not a terminal."""
+    if result.status == "graded":
+        text = f"graded {_pts(result.score)} / {_pts(result.max_score)}"
+    else:
+        first = result.error.strip().splitlines()[0] if result.error.strip() else "unknown reason"
+        text = f"NOT GRADED ({first[:200]})"
+    from grader.flags import labels
+
+    marks = labels(result) if result.status == "graded" else ""
+    return f"[{done}/{total}] {student}: {text}" + (f"; flags: {marks}" if marks else "") + f" ({result.duration_s:.1f} s)"
