@@ -643,6 +643,10 @@ def _warn_secret(console: Console) -> str:
 def _make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Console) -> tuple[Runner, dict[str, Any]]:
     from grader.containers import parse_gpus
 
+    if getattr(args, "backend", "local") != "local":
+        from grader.cluster import make_runner  # Ray or Slurm: grader/cluster/
+
+        return make_runner(ctx, args, out, console)
     gpus = parse_gpus(getattr(args, "gpus", None))
     jobs = max(1, int(getattr(args, "jobs", 1) or 1))
     if getattr(args, "docker", False):
@@ -692,7 +696,9 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
     names = [p.name for p in problems]
     use_docker = bool(getattr(args, "docker", False))
     gpus_given = bool(getattr(args, "gpus", None))
-    if use_docker:
+    if getattr(args, "backend", "local") != "local":
+        device = resolve_device("auto") if args.device == "auto" else args.device  # the nodes' GPUs, not this machine's
+    elif use_docker:
         if args.device == "cuda" and not gpus_given:
             raise BatchError("--device cuda with --docker needs --gpus (all, or indices such as 0,1)")
         device = "cpu" if args.device == "cpu" or not gpus_given else "cuda"
@@ -796,6 +802,8 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
 
 def _grade_all(todo: list[Task], runner: Runner, ctx: Context, progress: Progress, bar: Any) -> Iterator[tuple[Task, Result, str | None]]:
     """Grade the tasks with the runner's slots; yields (task, committed result, slot) as each ends."""
+    if hasattr(runner, "start"):
+        runner.start(todo)  # a backend that takes the whole class at once (a Slurm job array)
     running: dict[str, float] = {}
     lock = threading.Lock()
 

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from rich.console import Console
 
+from grader import cluster
 from grader.spec import DEFAULT_SPEC, load_assignment
 
 console = Console(stderr=True)
@@ -56,6 +57,7 @@ def add_parsers(
         default=None,
         help="wall-clock limit per student in seconds; past it the container is killed (default: the problems' limits plus start-up)",
     )
+    cluster.add_arguments(b)  # --backend ray|slurm and their options (grader/cluster/)
     common(b)
     b.set_defaults(func=cmd_batch)
 

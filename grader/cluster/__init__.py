@@ -1,0 +1,43 @@
+"""Grading a class on more than one machine: `grader batch --backend ray|slurm`.
+
+Each backend hands one `grader grade` per student to an engine the staff already run (Ray for a
+set of GPU machines, Slurm through submitit for a university cluster) and gives batch.py a runner
+like its local ones, so discovery, resume by content hash, atomic files, error rows and the
+gradebook are the local backend's own code. On the node, the grading is the local subprocess or
+Docker runner itself (grader.cluster.node), rebuilt from a picklable recipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+BACKENDS = ("local", "ray", "slurm")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The --backend options of `grader batch` (the engines' own ones live in their modules)."""
+    from grader.cluster import ray_backend, slurm_backend
+
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="local: this machine (default); ray: a Ray cluster (--ray-address); slurm: a Slurm job array through submitit",
+    )
+    ray_backend.add_arguments(parser)
+    slurm_backend.add_arguments(parser)
+
+
+def make_runner(ctx: Any, args: argparse.Namespace, out: Path, console: Console) -> tuple[Any, dict[str, Any]]:
+    """The runner for args.backend and the gradebook's metadata about it."""
+    if args.backend == "ray":
+        from grader.cluster.ray_backend import make_runner as make_ray
+
+        return make_ray(ctx, args, out, console)
+    from grader.cluster.slurm_backend import make_runner as make_slurm
+
+    return make_slurm(ctx, args, out, console)

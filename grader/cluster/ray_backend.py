@@ -1,0 +1,205 @@
+"""`grader batch --backend ray`: each student a Ray task on whichever node Ray picks.
+
+The task carries the student's files (a .tar.gz of what the content hash covers) and a recipe of
+the batch (grader.cluster.node); on the node it runs `grader grade` as a subprocess, or the
+grading container with --docker, and returns result.json, report.html and gradescope/ as bytes
+in its return object: the driver needs no filesystem shared with the nodes. The driver checks
+what came back as it checks a local run, and batch.py commits it, so resume, atomic files and
+error rows are the local backend's.
+
+Failures: a node that dies (or a worker process that is killed) is a system failure, and Ray runs
+the task again elsewhere, up to RETRIES times. Whatever the student's code does ends in a result
+(an error row) and is never retried. A task that still fails becomes an infrastructure error row,
+which the next run grades again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from grader.batch import INFRA, BadResult, BatchError, Context, Task, collect_result
+from grader.cluster import node
+from grader.containers import Cancelled
+from grader.records import Result
+
+RETRIES = 3  # runs of a task after a system failure (its node or worker process died)
+IN_FLIGHT = 256  # tasks handed to Ray at once; Ray queues them until a node has room
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("ray backend (--backend ray)")
+    group.add_argument("--ray-address", default=None, help="the cluster's head, e.g. 10.0.0.1:6379 (default: start a Ray instance on this machine for the batch)")
+    group.add_argument(
+        "--ray-resources",
+        type=_resources,
+        default=None,
+        help='what one grading asks Ray for, as JSON: default {"CPU": 1, "GPU": 1} with --device cuda, {"CPU": 1} otherwise; custom resources too, e.g. {"CPU": 1, "grader_slot": 1}',
+    )
+
+
+def _resources(text: str) -> dict[str, float]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"--ray-resources: not JSON ({exc}); expected e.g. '{{\"CPU\": 1, \"GPU\": 1}}'") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, (int, float)) and v >= 0 for k, v in value.items()):
+        raise argparse.ArgumentTypeError('--ray-resources: expected an object of resource names to amounts >= 0, e.g. \'{"CPU": 1, "GPU": 1}\'')
+    return {k: float(v) for k, v in value.items()}
+
+
+def task_options(device: str, given: dict[str, float] | None) -> dict[str, Any]:
+    """Ray's options for one grading: one GPU on a GPU grading, CPU only otherwise."""
+    wanted = dict(given) if given is not None else ({"CPU": 1.0, "GPU": 1.0} if device == "cuda" else {"CPU": 1.0})
+    options: dict[str, Any] = {"num_cpus": wanted.pop("CPU", 0.0), "num_gpus": wanted.pop("GPU", 0.0)}
+    if wanted:
+        options["resources"] = wanted
+    return options
+
+
+# -- on the node ---------------------------------------------------------------------------------
+
+
+def grade_on_node(recipe: node.Recipe, student: str, source: str, sha: str, modules: list[str], archive: bytes) -> dict[str, Any]:
+    """The Ray task: unpack, grade with the local runner, return the record and its files' bytes."""
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    here = f"{socket.gethostname()}:{node_id[:8]}"
+    gpu = ",".join(str(g) for g in ray.get_gpu_ids()) or None
+    scratch = Path(tempfile.mkdtemp(prefix="grader-ray-"))  # 0700: other students' workers cannot look in
+    try:
+        folder = node.unpack(archive, scratch, modules)
+        work = scratch / "work"
+        result = node.grade_folder(recipe, student, source, sha, folder, work, gpu, hide=[scratch])
+        files = node.read_outputs(work / "out") if result.status == "graded" else {}
+        return {"result": result.model_dump_json(), "files": files, "node": here, "gpu": gpu}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+# -- on the driver -------------------------------------------------------------------------------
+
+
+class RayRunner:
+    """batch.py's runner interface over Ray tasks; run() blocks on one student's task."""
+
+    parallel = True
+
+    def __init__(self, ctx: Context, recipe: node.Recipe, options: dict[str, Any]) -> None:
+        import ray
+
+        self.ctx = ctx
+        self.slots: list[str | None] = [None] * IN_FLIGHT
+        self.recipe = ray.put(recipe)  # once, not once per student
+        self.remote = ray.remote(grade_on_node).options(max_retries=RETRIES, retry_exceptions=False, **options)
+        self.modules = [p.module for p in ctx.problems]
+        self._live: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def run(self, task: Task, slot: str | None) -> Result:
+        import ray
+        from ray.exceptions import RayError, RayTaskError, TaskCancelledError
+
+        assert task.folder is not None
+        if self.stopping.is_set():
+            raise Cancelled()
+        started = time.monotonic()
+        ref = self.remote.remote(self.recipe, task.student, str(task.entry.source), task.sha, self.modules, node.pack(task.folder))
+        with self._lock:
+            self._live[task.student] = ref
+        try:
+            reply = ray.get(ref)
+        except (TaskCancelledError, RayError) as exc:
+            if self.stopping.is_set() or isinstance(exc, TaskCancelledError):
+                raise Cancelled() from None
+            cause = getattr(exc, "cause", None) if isinstance(exc, RayTaskError) else None
+            reason = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+            return self.ctx.error(task, f"{INFRA}ray: {reason}", "none", time.monotonic() - started)
+        finally:
+            with self._lock:
+                self._live.pop(task.student, None)
+        return self.receive(task, reply, time.monotonic() - started)
+
+    def receive(self, task: Task, reply: dict[str, Any], elapsed: float) -> Result:
+        """A node's reply, checked like a local run's files; the node and GPU go into the record."""
+        result = Result.model_validate_json(reply["result"])
+        if result.status == "graded":
+            out = task.work / "out"
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            node.write_outputs(reply["files"], out)
+            try:
+                result = collect_result(out, task, self.ctx.assignment)
+            except BadResult as exc:
+                return self.ctx.error(task, f"{INFRA}node {reply['node']} sent back no usable result: {exc}", "none", elapsed)
+        result.submission.path = str(task.entry.source)
+        result.submission.student = task.student
+        return node.where(result, reply["node"], reply["gpu"])
+
+    def stop(self) -> None:
+        """Ctrl-C: cancel every task still out; each node's grading is stopped with it."""
+        import ray
+
+        self.stopping.set()
+        with self._lock:
+            live = list(self._live.values())
+        for ref in live:
+            try:
+                ray.cancel(ref, recursive=True)
+            except Exception:  # already finished, or its node is gone
+                pass
+
+
+def connect(address: str | None) -> dict[str, Any]:
+    """Join the cluster at `address`, or start a Ray instance here; returns what it offers."""
+    import ray
+
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            else:
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise BatchError(f"cannot reach the Ray cluster at {address}: {exc}" if address else f"cannot start Ray here: {exc}") from None
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return {"nodes": len(nodes), "resources": ray.cluster_resources()}
+
+
+def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Console) -> tuple[RayRunner, dict[str, Any]]:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise BatchError("--backend ray needs Ray on this machine and on every node: pip install 'triton-kernels-assignment[cluster]'") from None
+    plan = None
+    if getattr(args, "docker", False):
+        from grader.containers import image_tag
+
+        image = getattr(args, "image", None) or image_tag(ctx.assignment.assignment.version, cpu=ctx.device != "cuda")
+        label = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
+        plan = node.DockerPlan(image, getattr(args, "memory", None) or "16g", getattr(args, "pids", None) or 4096, getattr(args, "cpus", None), label)
+    options = task_options(ctx.device, getattr(args, "ray_resources", None))
+    cluster = connect(getattr(args, "ray_address", None))
+    wanted = {"CPU": options["num_cpus"], "GPU": options["num_gpus"], **options.get("resources", {})}
+    short = [f"{k} (a grading asks for {v:g}, the cluster has {cluster['resources'].get(k, 0):g})" for k, v in wanted.items() if v > cluster["resources"].get(k, 0)]
+    if short:
+        raise BatchError(f"no node of the Ray cluster can run a grading: too little {', '.join(short)}; see --ray-resources")
+    console.print(f"ray: {cluster['nodes']} node(s), {', '.join(f'{k} {v:g}' for k, v in sorted(cluster['resources'].items()) if k in wanted)}")
+    runner = RayRunner(ctx, node.recipe_for(ctx, plan), options)
+    meta = {"mode": "ray" + (" docker" if plan else ""), "ray_address": getattr(args, "ray_address", None) or "local", "nodes": cluster["nodes"], "request": wanted, "gpus": []}
+    if plan:
+        meta["image"] = plan.image
+    return runner, meta

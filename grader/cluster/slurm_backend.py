@@ -1,0 +1,207 @@
+"""`grader batch --backend slurm`: the class as one Slurm job array, through submitit.
+
+Slurm clusters share a filesystem between the login node and the compute nodes, so nothing
+travels but paths: element i grades student i's folder (the submissions folder, or the archive
+unpacked under OUT/.work/) with `grader grade` in a child process and its own sandbox (Docker is
+rarely allowed there), and commits result.json, report.html and gradescope/ into OUT/<student>/
+itself, so a driver that dies (a closed ssh session on the login node) loses nothing: the next
+run finds the results by content hash. The driver waits for each element and commits what it
+returns, as it does a local run's.
+
+Failures: elements ask Slurm to requeue them when their node fails (--requeue), and submitit
+requeues one that Slurm stops at its time limit or preempts (the element is checkpointable: it
+simply starts again). An element that still ends without a result becomes an infrastructure
+error row, graded again by the next run. The student's code never fails an element: whatever it
+does ends in a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from grader.batch import INFRA, BatchError, Context, Task, commit_result
+from grader.cluster import node
+from grader.containers import Cancelled
+from grader.records import Result
+
+FOLDER = ".slurm"  # OUT/.slurm: submitit's pickles and logs (0700: the recipe holds the secret)
+STATE = "array.json"  # the running array's job id, so a restarted batch cancels the old one
+RETRIES = 3  # requeues after a time-out or preemption (Slurm's own requeue after a node failure is apart)
+POLL_S = 2.0
+MARGIN_MIN = 5  # minutes on top of the spec's limits: Python and CUDA start-up on a cold node
+IN_FLIGHT = 256
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("slurm backend (--backend slurm)")
+    group.add_argument("--slurm-partition", default=None, help="partition for the job array (default: the cluster's default)")
+    group.add_argument("--slurm-gpus-per-task", type=int, default=None, help="GPUs per array element (default: 1 with --device cuda, none otherwise)")
+    group.add_argument("--slurm-cpus-per-task", type=int, default=None, help="CPUs per array element (default: Slurm's)")
+    group.add_argument("--slurm-time", type=int, default=None, help="time limit per element in minutes (default: the problems' limits plus start-up)")
+    group.add_argument("--slurm-option", action="append", default=[], metavar="KEY=VALUE", help="any other sbatch option, repeatable: --slurm-option account=cs336 --slurm-option qos=normal")
+    group.add_argument("--slurm-setup", action="append", default=[], metavar="COMMAND", help="a shell line run before each element, repeatable (e.g. 'module load cuda')")
+
+
+def sbatch_options(pairs: list[str]) -> dict[str, Any]:
+    """--slurm-option KEY=VALUE (or a bare KEY for a flag) as submitit's additional_parameters."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().lstrip("-")
+        if not key:
+            raise BatchError(f"--slurm-option {pair!r}: expected KEY=VALUE, e.g. account=cs336")
+        options[key] = value.strip() if sep else True
+    return options
+
+
+def time_limit_min(ctx: Context, given: int | None) -> int:
+    """Minutes per element: the batch's wall limit per student (the spec's time_limit_s summed) plus a margin."""
+    return given if given else math.ceil(ctx.wall_s / 60) + MARGIN_MIN
+
+
+# -- on the node ---------------------------------------------------------------------------------
+
+
+class Element:
+    """One array element; submitit calls it on the node and pickles back the Result it returns."""
+
+    def __call__(self, recipe: node.Recipe, student: str, source: str, sha: str, folder: str, work: str, committed: str, hide: list[str]) -> Result:
+        here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or None) if recipe.device == "cuda" else None
+        result = node.grade_folder(recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide])
+        result = node.where(result, here, gpu)
+        if not result.error.startswith(INFRA):
+            commit_result(result, Path(committed))  # the driver may be gone by now: the next run finds it
+        return result
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """Requeued after a time-out or preemption: the grading starts over (it keeps no state)."""
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+# -- on the driver -------------------------------------------------------------------------------
+
+
+class SlurmRunner:
+    """batch.py's runner interface over one job array; start() submits it, run() waits for one element."""
+
+    parallel = True
+
+    def __init__(self, ctx: Context, recipe: node.Recipe, executor: Any, folder: Path, hide: list[Path]) -> None:
+        self.ctx, self.recipe, self.executor, self.folder, self.hide = ctx, recipe, executor, folder, hide
+        self.slots: list[str | None] = [None]
+        self.jobs: dict[str, Any] = {}
+        self.stopping = threading.Event()
+
+    def start(self, todo: list[Task]) -> None:
+        """Submit every student at once: one sbatch, one array."""
+        if not todo:
+            return
+        self.slots = [None] * min(len(todo), IN_FLIGHT)
+        hide = [str(p) for p in self.hide]
+        try:
+            with self.executor.batch():
+                for task in todo:
+                    assert task.folder is not None
+                    task.work.mkdir(parents=True, exist_ok=True)
+                    args = (self.recipe, task.student, str(task.entry.source), task.sha, str(task.folder.resolve()), str(task.work.resolve()), str(task.out.resolve()), hide)
+                    self.jobs[task.student] = self.executor.submit(Element(), *args)
+        except (OSError, subprocess.SubprocessError, RuntimeError) as exc:  # sbatch refused: nothing was queued
+            raise BatchError(f"sbatch could not queue the job array: {str(exc).strip()[:600]}") from None
+        ids = sorted({job.job_id.split("_")[0] for job in self.jobs.values()})
+        (self.folder / STATE).write_text(json.dumps({"jobs": ids}))
+
+    def run(self, task: Task, slot: str | None) -> Result:
+        from submitit.core.utils import FailedJobError, UncompletedJobError
+
+        job = self.jobs[task.student]
+        started = time.monotonic()
+        while not job.done():
+            if self.stopping.wait(POLL_S):
+                raise Cancelled()
+        try:
+            result: Result = job.result()
+        except (UncompletedJobError, FailedJobError) as exc:
+            if self.stopping.is_set():
+                raise Cancelled() from None
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            reason = " | ".join(lines[:2] + lines[-3:]) if len(lines) > 5 else " | ".join(lines)
+            return self.ctx.error(task, f"{INFRA}slurm job {job.job_id} ended without a result (state {job.state}): {reason[:600]}", "none", time.monotonic() - started)
+        result.submission.path = str(task.entry.source)
+        result.submission.student = task.student
+        return result
+
+    def stop(self) -> None:
+        """Ctrl-C: cancel the whole array."""
+        self.stopping.set()
+        cancel(sorted({job.job_id.split("_")[0] for job in self.jobs.values()}))
+
+
+def cancel(job_ids: list[str]) -> None:
+    if job_ids and shutil.which("scancel"):
+        subprocess.run(["scancel", *job_ids], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
+
+
+def cancel_stale(folder: Path) -> list[str]:
+    """The array a killed run of this batch left in the queue: cancelled, since this run grades it again."""
+    try:
+        ids = [str(i) for i in json.loads((folder / STATE).read_text()).get("jobs", [])]
+    except (OSError, ValueError, AttributeError):
+        return []
+    cancel(ids)
+    (folder / STATE).unlink(missing_ok=True)
+    return ids
+
+
+def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Console) -> tuple[SlurmRunner, dict[str, Any]]:
+    try:
+        import submitit
+    except ImportError:
+        raise BatchError("--backend slurm needs submitit: pip install 'triton-kernels-assignment[cluster]'") from None
+    if getattr(args, "docker", False):
+        raise BatchError("--backend slurm grades without Docker (rarely allowed on Slurm): each element runs `grader grade` with its own sandbox; drop --docker")
+    if shutil.which("sbatch") is None:
+        raise BatchError("--backend slurm: no sbatch on this machine's PATH (run the batch on the cluster's login node)")
+    folder = out / FOLDER
+    folder.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)
+    stale = cancel_stale(folder)
+    if stale:
+        console.print(f"slurm: cancelled job array {', '.join(stale)} left by an earlier, killed run of this batch")
+    gpus = args.slurm_gpus_per_task if args.slurm_gpus_per_task is not None else (1 if ctx.device == "cuda" else 0)
+    params: dict[str, Any] = {
+        "job_name": f"grade-{ctx.assignment.assignment.name}"[:64],
+        "time": time_limit_min(ctx, args.slurm_time),
+        "ntasks_per_node": 1,
+        "stderr_to_stdout": True,
+        "additional_parameters": {"requeue": True, **sbatch_options(args.slurm_option)},
+    }
+    if args.slurm_partition:
+        params["partition"] = args.slurm_partition
+    if gpus:
+        params["gpus_per_task"] = gpus
+    if args.slurm_cpus_per_task:
+        params["cpus_per_task"] = args.slurm_cpus_per_task
+    if args.slurm_setup:
+        params["setup"] = list(args.slurm_setup)
+    executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=RETRIES)
+    executor.update_parameters(**params)
+    # ctx.hide holds the output folder (other students' unpacked archives and results) and the
+    # submissions: on the filesystem every node shares, the same paths hide them there too
+    runner = SlurmRunner(ctx, node.recipe_for(ctx), executor, folder, ctx.hide)
+    meta = {"mode": "slurm", "partition": args.slurm_partition or "default", "gpus_per_task": gpus, "time_min": params["time"], "gpus": []}
+    return runner, meta
