@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from grader import kernel_cache, performance, protocol, scan, scoring, trace
+from grader import kernel_cache, performance, protocol, scan, scoring, trace, versions
 from grader.checks import case_label, check_call
 from grader.fingerprint import fingerprint, suite_of
 from grader.problems import REGISTRY
@@ -372,7 +372,7 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     started = time.monotonic()
     submission = submission.resolve()
     device = resolve_device(options.device)
-    config = SandboxConfig(device=device, hide=options.hide, worker_user=options.worker_user)
+    config = SandboxConfig(device=device, hide=options.hide, worker_user=options.worker_user, extra_env=versions.worker_env(assignment.environment))
     warnings: list[str] = []
     if options.secret == DEFAULT_SECRET and assignment.has_hidden_cases:
         warnings.append("graded with the default secret: inputs are predictable; set GRADER_SECRET for real grading")

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.specifiers import SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -117,8 +118,42 @@ class AssignmentInfo(Strict):
     writeup: str = "assignment/README.md"
 
 
+class Environment(Strict):
+    """What a submission is graded with: one torch and one Triton, and what it may import.
+
+    The handout's install, both images and every GPU run use exactly `torch` and `triton`
+    (tests/grader/test_environment.py checks each place); `allowed_imports` are the top-level
+    packages a submission may import beside the standard library and its own modules.
+    """
+
+    python: str
+    torch: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    triton: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    numpy: str
+    allowed_imports: list[str]
+    #: exact versions of the allowed packages beyond torch, triton and numpy
+    packages: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("python", "numpy")
+    @classmethod
+    def _specifier(cls, value: str) -> str:
+        SpecifierSet(value)  # InvalidSpecifier is a ValueError: reported with the key
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Environment":
+        missing = [n for n in ("torch", "triton", "numpy") if n not in self.allowed_imports]
+        unpinned = [n for n in self.allowed_imports if n not in ("torch", "triton", "numpy", *self.packages)]
+        stray = [n for n in self.packages if n not in self.allowed_imports]
+        if missing or unpinned or stray or not all(n.isidentifier() for n in self.allowed_imports):
+            raise ValueError(f"allowed_imports must be module names including torch, triton and numpy, with a version in "
+                             f"packages for each other one (missing {missing}, unpinned {unpinned}, pinned but not allowed {stray})")
+        return self
+
+
 class Assignment(Strict):
     assignment: AssignmentInfo
+    environment: Environment
     problems: list[Problem]
 
     @model_validator(mode="after")
@@ -244,3 +279,15 @@ def load_assignment(path: Path | str = DEFAULT_SPEC, hidden: Path | str | None |
     if errors:
         raise SpecError("\n".join([f"{path}: invalid assignment spec", *(f"  - {e}" for e in errors)]))
     return assignment
+
+
+def load_environment(path: Path | str = DEFAULT_SPEC) -> Environment:
+    """Only the [environment] table: what the worker and the handout need before any submission code runs."""
+    path = Path(path)
+    table = _read_toml(path).get("environment")
+    if not isinstance(table, dict):
+        raise SpecError(f"{path}: needs an [environment] table (torch, triton, numpy, python, allowed_imports)")
+    try:
+        return Environment.model_validate(table)
+    except ValidationError as exc:
+        raise SpecError(_format_errors(path, exc, prefix="environment.")) from None

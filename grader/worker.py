@@ -48,7 +48,7 @@ import torch.autograd.profiler
 import torch.profiler
 import torch.testing
 
-from grader import interpreter_compat, kernel_cache, protocol, timing
+from grader import imports, interpreter_compat, kernel_cache, protocol, timing, versions
 from grader.problems import REGISTRY
 from grader.problems.base import CallOutput, generator
 
@@ -315,6 +315,8 @@ def _describe_exception(exc: BaseException, submission: Path) -> dict[str, Any]:
             summary = f"MemoryError: out of memory (a worker may use at most {shown} of address space)"
         else:
             summary = f"{kind}: {exc}".replace(root, "")
+            note = versions.hint(summary)  # an error only a Triton other than the grading one raises
+            summary += f"\n{note}" if note else ""
         text = str(exc)
         fatal = isinstance(exc, torch.OutOfMemoryError) or "CUDA error" in text or "illegal memory access" in text
         return {"status": "error", "type": kind, "message": _trim(summary), "traceback": _trim(tb), "fatal": fatal}
@@ -553,6 +555,7 @@ def serve(args: argparse.Namespace) -> int:
         except OSError:
             pass
     interpreter_compat.install()  # @triton.autotune without a GPU driver (no-op on a GPU)
+    imports.install(Path(args.submission), versions.graded().allowed_imports)  # refuses what the handout refuses
     LaunchCounter.install()
     GUARD.snapshot()
     _forget_grader()

@@ -3,13 +3,17 @@
 `pytest handout` tests student_template/; `pytest handout --submission PATH` tests another folder.
 Without a CUDA GPU the kernels run through Triton's interpreter on the small CPU cases: this file
 sets TRITON_INTERPRET=1 before Triton is imported, so there is nothing for you to set.
+
+The header says which torch and Triton are graded with when yours differ (and so does a warning),
+and your submission may import only what the grader has: the same import policy as the grader's
+workers is installed here before your files are imported (grader/imports.py).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import torch
@@ -18,6 +22,7 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from grader import imports, versions  # noqa: E402
 from grader.handout_support import REPLAY, BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
 
 DEFAULT_SUBMISSION = Path(__file__).resolve().parent.parent / "student_template"
@@ -31,7 +36,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     device = torch.cuda.get_device_name() if HAS_GPU else "CPU, through Triton's interpreter (TRITON_INTERPRET=1; small cases)"
-    return [f"submission: {config.getoption('--submission')}", f"device: {device}"]
+    return [f"submission: {config.getoption('--submission')}", f"device: {device}", *_environment_lines()]
+
+
+def _environment_lines() -> list[str]:
+    env = versions.graded()
+    graded = f"graded with torch {env.torch}, triton {env.triton}; imports allowed: the standard library, your own modules, {', '.join(env.allowed_imports)}"
+    diffs = versions.differences(env)
+    if not diffs:
+        return [f"environment: {graded} (the same here)"]
+    return [f"environment: {graded}", f"WARNING: not the grading versions: {'; '.join(diffs)}", f"  to test as graded: {versions.install_command(env)}"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    diffs = versions.differences(versions.graded())
+    if diffs:
+        message = f"not the grading versions: {'; '.join(diffs)}. Results here may differ from the grade ({versions.WRITEUP}); to test as graded: {versions.install_command(versions.graded())}"
+        config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=2)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failure that only a Triton other than the grading one causes gets the hint the grader gives."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        note = versions.hint(str(report.longrepr))
+        if note:
+            report.sections.append(("Triton versions", note))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -66,19 +98,31 @@ def gpu_rounds() -> float:
 
 
 @pytest.fixture(scope="session")
-def runner(request: pytest.FixtureRequest) -> CaseRunner:
-    return CaseRunner(Path(request.config.getoption("--submission")), "cuda" if HAS_GPU else "cpu")
+def runner(request: pytest.FixtureRequest) -> Iterator[CaseRunner]:
+    submission = Path(request.config.getoption("--submission")).resolve()
+    policy = imports.install(submission, versions.graded().allowed_imports)
+    yield CaseRunner(submission, "cuda" if HAS_GPU else "cpu")
+    policy.uninstall()
+
+
+def _as_graded(call: Callable[[], None]) -> None:
+    """A refused import fails the test with the grader's message alone, not a traceback through the harness."""
+    try:
+        return call()
+    except imports.RefusedImport as exc:
+        refused = str(exc)
+    pytest.fail(refused, pytrace=False)  # outside the except block: no "during handling of the above" chain
 
 
 @pytest.fixture
 def check(request: pytest.FixtureRequest, runner: CaseRunner) -> Callable[[Any], None]:
     """check(case): run your kernel on the case's inputs (twice, fresh each time) and compare."""
     problem = request.module.PROBLEM
-    return lambda case: runner.check(problem, case)
+    return lambda case: _as_graded(lambda: runner.check(problem, case))
 
 
 @pytest.fixture
 def bench(request: pytest.FixtureRequest, runner: CaseRunner, benchmark: Any) -> Callable[[Any, str], None]:
     """bench(case, impl): time your kernel ("yours") or PyTorch's ("pytorch") on a benchmark shape."""
     problem = request.module.PROBLEM
-    return lambda case, impl: BenchmarkRunner(runner, problem).run(benchmark, case, impl)
+    return lambda case, impl: _as_graded(lambda: BenchmarkRunner(runner, problem).run(benchmark, case, impl))

@@ -14,6 +14,13 @@ name = "t"
 version = "1"
 title = "t"
 
+[environment]
+python = ">=3.11"
+torch = "2.11.0"
+triton = "3.6.0"
+numpy = "<2.4"
+allowed_imports = ["torch", "triton", "numpy"]
+
 [[problems]]
 name = "gelu"
 title = "GeLU"
