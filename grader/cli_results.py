@@ -10,6 +10,7 @@ import argparse
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from grader import rescore
+    from grader import rescore, writeup
 
     rescore.add_parser(sub)
+    writeup.add_parser(sub)

@@ -1,0 +1,139 @@
+"""The write-up's tables, generated from the spec: `grader writeup [--check]`.
+
+assignment/README.md quotes the spec (points, time limits, tolerances, thresholds, forbidden ops,
+cases and benchmark shapes). Hand-copied numbers drifted: matmul's limit read 420 s against the
+spec's 600, GeLU listed 5 of its 9 forbidden ops. Each such table now sits between two markers,
+
+    <!-- generated from assignment.toml by `grader writeup`: NAME -->
+    ...
+    <!-- end of generated NAME -->
+
+and is rendered from the public spec (never the hidden cases) with the macros of
+grader/templates/writeup_blocks.md.j2. `--check` (and tests/grader/test_writeup.py) fails when a
+block differs from what the spec gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader
+
+from grader.report import TEMPLATES, write_atomic
+from grader.spec import DEFAULT_SPEC, Assignment, Case, load_assignment
+
+TEMPLATE = "writeup_blocks.md.j2"
+BLOCK = re.compile(
+    r"(?P<open><!-- generated from assignment\.toml by `grader writeup`: (?P<name>[a-z_:-]+) -->\n)"
+    r"(?P<body>.*?)"
+    r"(?P<close><!-- end of generated (?P=name) -->)",
+    re.S,
+)
+SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+class WriteupError(Exception):
+    """A marker names a block the spec cannot render (a typo, a problem that is gone)."""
+
+
+def _num(x: float) -> str:
+    """A number as the write-up writes it: 10, 0.9, and small tolerances as 1e-5, 1.6e-2."""
+    if x == 0 or abs(x) >= 0.1:
+        return f"{x:g}"
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def describe_case(case: Case) -> str:
+    """A case the way the write-up names it: `[64, 64]` fp32, 512³ fp16 + gelu, B=1 H=2 N=32 D=32 fp16 causal."""
+    data = case.model_dump()
+    dtype = SHORT_DTYPE.get(data.get("dtype", ""), data.get("dtype", ""))
+    if "shape" in data:
+        text = f"`{data['shape']}` {dtype}"
+    elif {"m", "n", "k"} <= set(data):
+        m, n, k = data["m"], data["n"], data["k"]
+        text = f"{m}³ {dtype}" if m == n == k else f"{m}×{n}×{k} {dtype}"
+    elif {"b", "h", "nq", "nk", "d"} <= set(data):
+        seq = f"N={data['nq']}" if data["nq"] == data["nk"] else f"Nq={data['nq']} Nk={data['nk']}"
+        text = f"B={data['b']} H={data['h']} {seq} D={data['d']} {dtype}"
+    else:
+        text = case.name
+    if data.get("activation") not in (None, "", "none"):
+        text += f" + {data['activation']}"
+    if data.get("causal"):
+        text += " causal"
+    if data.get("layout", "contiguous") != "contiguous":
+        text += f" ({data['layout']})"
+    return text
+
+
+def _macros() -> Any:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), keep_trailing_newline=True, trim_blocks=False)
+    env.filters.update(num=_num, case=describe_case, short_dtype=lambda d: SHORT_DTYPE.get(d, d), op=lambda o: f"`{o.removeprefix('aten::')}`")
+    return env.get_template(TEMPLATE).module
+
+
+def render_block(name: str, spec: Assignment) -> str:
+    """The text of one block (without its markers), ending in a newline."""
+    macros = _macros()
+    kind, _, problem = name.partition(":")
+    if kind in ("points", "limits", "thresholds", "forbidden"):
+        text = str(getattr(macros, kind)(spec))
+    elif kind in ("cases",) and problem in [p.name for p in spec.problems]:
+        text = str(macros.cases(spec.problem(problem)))
+    else:
+        raise WriteupError(f"the write-up names a generated block {name!r} that the spec cannot render")
+    return text.strip("\n") + "\n"
+
+
+def regenerate(text: str, spec: Assignment) -> tuple[str, list[str]]:
+    """`text` with every generated block rendered afresh, and the names of those that changed."""
+    changed: list[str] = []
+
+    def fill(match: re.Match[str]) -> str:
+        body = render_block(match["name"], spec)
+        if body != match["body"]:
+            changed.append(match["name"])
+        return match["open"] + body + match["close"]
+
+    return BLOCK.sub(fill, text), changed
+
+
+def blocks(text: str) -> list[str]:
+    return [m["name"] for m in BLOCK.finditer(text)]
+
+
+def cmd_writeup(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True)
+    spec = load_assignment(args.spec, hidden=False)
+    path = Path(args.writeup) if args.writeup else Path(args.spec).resolve().parent.parent / spec.assignment.writeup
+    try:
+        text = path.read_text(encoding="utf-8")
+        new, changed = regenerate(text, spec)
+    except (OSError, WriteupError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        return 2
+    if args.check:
+        if changed:
+            console.print(f"[red]{escape(str(path))} disagrees with {escape(str(args.spec))}[/red] in: {escape(', '.join(changed))} (run `grader writeup` to rewrite them)")
+            return 1
+        console.print(f"{escape(str(path))}: {len(blocks(text))} generated block(s) agree with the spec")
+        return 0
+    if changed:
+        write_atomic(path, new)
+    console.print(f"{escape(str(path))}: rewrote {len(changed)} of {len(blocks(text))} generated block(s){': ' + escape(', '.join(changed)) if changed else ''}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("writeup", help="rewrite the write-up's generated tables from the spec (--check: only compare)")
+    p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml (its public cases only)")
+    p.add_argument("--writeup", default=None, help="the write-up (default: the spec's assignment.writeup)")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 when a generated block disagrees with the spec")
+    p.set_defaults(func=cmd_writeup)
