@@ -33,12 +33,13 @@ from rich.markup import escape
 
 from grader.records import SCHEMA_VERSION, ProblemResult, Result
 from grader.report import TEMPLATES, write_atomic
+from grader import flags
 from grader.scoring import geomean
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: flagged students are a count on the public page; names and reasons on the staff page
 TEMPLATE = "leaderboard.html.j2"
 CHART_STUDENTS = 15  # bars per problem chart, besides the reference and PyTorch
-MAX_REASON = 300  # characters of one flag reason shown on the page
+STAFF_TEMPLATE = "leaderboard_staff.html.j2"
 
 Warn = Callable[[str], None]
 
@@ -141,20 +142,12 @@ def load_names(path: Path) -> dict[str, str]:
 
 def flag_reasons(result: Result) -> list[str]:
     """Why a result cannot be ranked: failed kernel checks and timing the grader did not trust."""
-    reasons: list[str] = []
-    for problem in result.problems:
-        for test in problem.tests:
-            if test.name.endswith("kernel check") and test.status != "passed":
-                reasons.append(f"{problem.name}: kernel check failed: {test.message or test.status}")
-        perf = problem.performance
-        if perf is None:
-            continue
-        shape_flags = [f"{problem.name} · {s.name}: {flag}" for s in perf.shapes for flag in s.flags]
-        reasons += shape_flags
-        if perf.status == "flagged" and not shape_flags:
-            reasons.append(f"{problem.name}: timing flagged: {perf.reason or 'no reason given'}")
-    unique = list(dict.fromkeys(reasons))
-    return [r if len(r) <= MAX_REASON else r[: MAX_REASON - 1] + "…" for r in unique]
+    return [f"{f.label}: {f.detail}" for f in flags.result_flags(result) if f.blocking]
+
+
+def review_reasons(result: Result) -> list[str]:
+    """What staff should look at in a ranked result (a speed to review, scan findings): points stand."""
+    return [f"{f.label}: {f.detail}" for f in flags.result_flags(result) if not f.blocking]
 
 
 def problem_speedup(problem: ProblemResult) -> float | None:
@@ -247,6 +240,10 @@ _ANIMALS = (
     "owl", "panda", "pelican", "puffin", "quail", "raven", "seal", "shrike", "sparrow", "stoat",
     "swan", "tapir", "tern", "toucan", "walrus", "weasel", "wombat", "yak",
 )
+
+
+#: the pseudonym key shared by `grader batch` (each student's report shows their alias) and here
+SALT_ENV = "GRADER_LEADERBOARD_SALT"
 
 
 def pseudonym(student: str, salt: str, digits: int = 4) -> str:
@@ -435,6 +432,7 @@ def build_data(
                 ],
                 "gpu": r.environment.device,
                 "graded_at": r.graded_at,
+                "review": any(f.kind == "review" for f in flags.result_flags(r)),
             }
         )
 
@@ -454,17 +452,6 @@ def build_data(
         if torch_by_gpu.get(gpu):
             ranking.append({"kind": "pytorch", "rank": None, "name": "PyTorch" + suffix, "score": None, "max_score": None, "speedup": geomean(torch_by_gpu[gpu]), "problems": [None for _ in problems], "gpu": gpu, "graded_at": None})
 
-    flagged = [
-        {
-            "name": shown[e.student],
-            "score": e.result.score,
-            "max_score": e.result.max_score,
-            "reasons": flag_reasons(e.result),
-            "gpu": e.result.environment.device,
-            "graded_at": e.result.graded_at,
-        }
-        for e in sorted(selection.flagged, key=lambda e: shown[e.student])
-    ]
     return {
         "format": FORMAT_VERSION,
         "title": title or f"{assignment} leaderboard",
@@ -474,8 +461,43 @@ def build_data(
         "problems": problems,
         "ranking": ranking,
         "tables": tables,
-        "flagged": flagged,
-        "not_graded": sorted(shown[s] for s in selection.failed),
+        "flagged": len(selection.flagged),  # who and why: the staff page only
+        "not_graded": len(selection.failed),
+    }
+
+
+def build_staff_data(selection: Selection, public: dict[str, Any], salt: str | None, names: dict[str, str]) -> dict[str, Any]:
+    """The staff page: every student with something to look at, by id and shown name, with reasons.
+
+    Never published: it names students next to the reasons (a failed kernel check, flagged timing,
+    a speed to review, scan findings), which the public page keeps off.
+    """
+    chosen = selection.ranked + selection.flagged
+    shown = display_names([e.student for e in chosen] + selection.failed, salt if salt is not None else public["assignment"]["name"], names)
+    rows = []
+    for entry in sorted(chosen, key=lambda e: e.student):
+        found = flags.result_flags(entry.result)
+        if not found:
+            continue
+        rows.append(
+            {
+                "student": entry.student,
+                "name": shown[entry.student],
+                "ranked": entry in selection.ranked,
+                "score": entry.result.score,
+                "max_score": entry.result.max_score,
+                "flags": [{"kind": f.kind, "problem": f.problem, "detail": f.detail} for f in found],
+                "path": str(entry.path),
+                "graded_at": entry.result.graded_at,
+            }
+        )
+    return {
+        "format": FORMAT_VERSION,
+        "title": f"{public['title']}: staff page (do not publish)",
+        "assignment": public["assignment"],
+        "built_at": public["built_at"],
+        "rows": rows,
+        "not_graded": [{"student": s, "name": shown[s]} for s in selection.failed],
     }
 
 
@@ -525,6 +547,21 @@ def render_html(data: dict[str, Any]) -> str:
     return env.get_template(TEMPLATE).render(d=data, data_json=embed_json(data), chart_students=CHART_STUDENTS)
 
 
+def write_staff(staff: dict[str, Any], out: Path) -> None:
+    """The staff page: staff.json and index.html in their own folder, apart from the public site."""
+    if out.exists() and not out.is_dir():
+        raise LeaderboardError(f"{out}: exists and is not a folder")
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
+    env.filters.update(pts=_fmt_points, when=_fmt_when)
+    write_atomic(out / "staff.json", json.dumps(staff, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(out / "index.html", env.get_template(STAFF_TEMPLATE).render(d=staff))
+
+
+def staff_folder(out: Path) -> Path:
+    """Where the staff page goes by default: beside the public site, never inside it."""
+    return out.resolve().parent / f"{out.resolve().name}-staff"
+
+
 def write_site(data: dict[str, Any], out: Path) -> None:
     """leaderboard.json first, then index.html: each atomic, so a reader never sees half a file."""
     if out.exists() and not out.is_dir():
@@ -550,6 +587,7 @@ def build_site(
     salt: str | None = None,
     built_at: datetime | None = None,
     warn: Warn = lambda message: None,
+    staff_out: Path | None = None,
 ) -> dict[str, Any]:
     """Read results, choose and rank, write SITE/index.html and SITE/leaderboard.json; returns the data."""
     names = load_names(names_file) if names_file is not None else {}
@@ -571,6 +609,10 @@ def build_site(
         warn(f"{names_file}: {len(unknown)} name(s) match no student in the results (e.g. {unknown[0]})")
     data = build_data(selection, assignment=assignments[0], versions=versions, title=title, salt=salt, names=names, built_at=built_at or _build_time())
     write_site(data, out)
+    staff = staff_out or staff_folder(out)
+    if staff.resolve() == out.resolve() or out.resolve() in staff.resolve().parents:
+        raise LeaderboardError(f"{staff}: the staff page must not be inside the published site {out}")
+    write_staff(build_staff_data(selection, data, salt, names), staff)
     return data
 
 
@@ -591,14 +633,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             out,
             title=args.title,
             names_file=Path(args.names) if args.names else None,
-            salt=args.salt,
+            salt=args.salt if args.salt is not None else os.environ.get(SALT_ENV),
             warn=warn,
+            staff_out=Path(args.staff_out) if args.staff_out else None,
         )
     except LeaderboardError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     ranked = sum(row["kind"] == "student" for row in data["ranking"])
-    console.print(f"wrote {escape(str(out / 'index.html'))} and leaderboard.json: {ranked} ranked, {len(data['flagged'])} flagged, {len(data['not_graded'])} without a graded submission")
+    staff = Path(args.staff_out) if args.staff_out else staff_folder(out)
+    console.print(f"wrote {escape(str(out / 'index.html'))} and leaderboard.json: {ranked} ranked, {data['flagged']} flagged, {data['not_graded']} without a graded submission")
+    console.print(f"wrote the staff page (names and reasons; do not publish) to {escape(str(staff / 'index.html'))}")
     return 0
 
 
@@ -618,7 +663,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--salt",
         default=None,
-        help="key for the pseudonyms (default: the assignment name); keep it private so that aliases cannot be matched to a class roster",
+        help=f"key for the pseudonyms (default: ${SALT_ENV}, else the assignment name); keep it private so that aliases cannot be matched to a class roster",
     )
+    p.add_argument("--staff-out", default=None, help="folder for the staff page with names and flag reasons (default: OUT-staff beside the site; never publish it)")
     p.set_defaults(func=cmd_leaderboard)
     return p

@@ -187,17 +187,41 @@ def test_same_file_named_twice_is_read_once(grades: Path, tmp_path: Path) -> Non
     assert names_of(data["ranking"]).count(leaderboard.pseudonym("stud-alice", "triton-kernels")) == 1
 
 
-def test_flagged_entries_are_listed_apart_and_not_ranked(site: Path) -> None:
+def test_flagged_entries_are_not_ranked_and_their_reasons_stay_off_the_public_page(site: Path) -> None:
     data, html = read_site(site)
-    flagged = {r["name"]: r for r in data["flagged"]}
-    assert set(flagged) == {"Dave", "Erin"}
+    assert data["flagged"] == 2
     assert "Dave" not in names_of(data["ranking"]) and "Erin" not in names_of(data["ranking"])
-    assert any("roofline" in reason for reason in flagged["Dave"]["reasons"])
-    assert flagged["Erin"]["reasons"] == ["gelu: kernel check failed: called aten::gelu"]
-    flagged_html = html[html.index('id="flagged-table"') :]
-    assert "Dave" in flagged_html and "kernel check failed" in flagged_html
+    for text in (html, (site / "leaderboard.json").read_text()):
+        assert "Dave" not in text and "Erin" not in text and "aten::gelu" not in text and "roofline" not in text
     for table in data["tables"]:
         assert not {"Dave", "Erin"} & set(names_of(table["rows"]))
+    # the staff page, beside the site and not in it, names them with the reasons
+    staff = json.loads((site.parent / "site-staff" / "staff.json").read_text())
+    rows = {r["name"]: r for r in staff["rows"]}
+    assert {"Dave", "Erin"} <= set(rows) and not rows["Dave"]["ranked"] and rows["Erin"]["student"] == "stud-erin"
+    assert any("roofline" in f["detail"] for f in rows["Dave"]["flags"])
+    assert rows["Erin"]["flags"][0] == {"kind": "kernel check failed", "problem": "gelu", "detail": "called aten::gelu"}
+    staff_html = (site.parent / "site-staff" / "index.html").read_text()
+    assert "Do not publish" in staff_html and "stud-erin" in staff_html and "called aten::gelu" in staff_html
+
+
+def test_a_review_is_marked_publicly_and_explained_to_staff(tmp_path: Path) -> None:
+    fast = gelu(10, 0.5)
+    assert fast.performance is not None
+    fast.performance.review = "big: speed ratio 2.0 is above the review bound 1.5"
+    save(tmp_path / "grades", "stud-x", result("stud-x", "x1", [fast]))
+    data = leaderboard.build_site([tmp_path / "grades"], tmp_path / "site", salt="s", staff_out=tmp_path / "staff")
+    row = next(r for r in data["ranking"] if r["kind"] == "student")
+    assert row["review"] is True and data["flagged"] == 0  # ranked: the points stand
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert 'class="badge review"' in html and "ratio 2.0" not in html
+    staff = json.loads((tmp_path / "staff" / "staff.json").read_text())
+    assert staff["rows"][0]["ranked"] and staff["rows"][0]["flags"][0]["kind"] == "review"
+
+
+def test_the_staff_page_cannot_go_inside_the_site(grades: Path, tmp_path: Path) -> None:
+    with pytest.raises(leaderboard.LeaderboardError, match="must not be inside"):
+        leaderboard.build_site([grades], tmp_path / "site", staff_out=tmp_path / "site" / "staff")
 
 
 def test_a_clean_submission_is_ranked_even_after_a_flagged_one(tmp_path: Path) -> None:
@@ -206,16 +230,18 @@ def test_a_clean_submission_is_ranked_even_after_a_flagged_one(tmp_path: Path) -
     save(root / "w2", "stud-x", result("stud-x", "x2", [gelu(6, 1.0)]))
     data = leaderboard.build_site([root], tmp_path / "site", salt="s")
     assert [r["score"] for r in data["ranking"] if r["kind"] == "student"] == [6]
-    assert data["flagged"] == []
+    assert data["flagged"] == 0
 
 
 def test_errors_are_not_ranked_and_folder_names_the_student(site: Path) -> None:
     data, html = read_site(site)
     frank = leaderboard.pseudonym("stud-frank", "triton-kernels")
     gina = leaderboard.pseudonym("stud-gina", "triton-kernels")
-    assert data["not_graded"] == [frank]
+    assert data["not_graded"] == 1 and frank not in html  # a count on the public page
     assert frank not in names_of(data["ranking"])
-    assert gina in names_of(data["ranking"]) and frank in html
+    assert gina in names_of(data["ranking"])
+    staff = json.loads((site.parent / "site-staff" / "staff.json").read_text())
+    assert staff["not_graded"] == [{"student": "stud-frank", "name": frank}]
 
 
 def test_hidden_folders_are_not_searched(grades: Path, tmp_path: Path) -> None:
@@ -326,7 +352,8 @@ def test_pseudonyms_are_stable_salted_and_hide_the_ids(grades: Path, tmp_path: P
     a = leaderboard.build_site([grades], tmp_path / "a")
     b = leaderboard.build_site([grades], tmp_path / "b")
     c = leaderboard.build_site([grades], tmp_path / "c", salt="a private course key")
-    shown = names_of(a["ranking"]) + [r["name"] for r in a["flagged"]] + a["not_graded"]
+    staff = json.loads((tmp_path / "a-staff" / "staff.json").read_text())
+    shown = names_of(a["ranking"]) + [r["name"] for r in staff["rows"] if not r["ranked"]] + [r["name"] for r in staff["not_graded"]]
     assert len(shown) == 7 and len(set(shown)) == 7
     assert all(PSEUDONYM.match(name) for name in shown)
     assert names_of(a["ranking"]) == names_of(b["ranking"])
@@ -527,7 +554,7 @@ def test_site_in_headless_chromium(served: str, site: Path, tmp_path: Path) -> N
             assert names[:3] == ["Alice", "Bob", "Carol"] and names[-2:] == ["staff reference", "PyTorch"]
             assert _column(page, "ranking-table", ".rank")[:4] == ["1", "2", "3", "4"]
             assert page.locator("#ranking-table tr.reference .badge").inner_text() == "baseline"
-            assert page.locator("#flagged-table tbody tr").count() == 2
+            assert page.locator("#flagged-count").inner_text().startswith("2 submission(s)")
             assert page.locator("#chart-gelu rect").count() > 0
 
             header = page.locator("#ranking-table thead th", has_text="name")
