@@ -7,18 +7,30 @@ regular files are written one by one into a fresh folder, with the bytes counted
 written (declared sizes can lie). Links of any kind are refused outright: a submission is a few
 Python files and has no use for them. Any violation raises `ArchiveError` naming the member and
 the rule, and nothing is left behind in the destination.
+
+Caps count every entry, folders and headers included, and bound the whole unpacking in time and
+in how far the archive may inflate (issue 17: 1.3 MiB of 600 000 folder headers held a batch
+for minutes). Tar archives are decompressed here, through a reader that stops at those bounds,
+so nothing tarfile reads (long-name and pax headers included) escapes them. A member name that
+is not UTF-8 is kept with each such byte written as `%XX`; an archive's own name may be anything.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import shutil
 import stat
 import tarfile
+import time
 import zipfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
 # Looks like an archive but cannot be read here: an error row, not a silently ignored file.
@@ -40,6 +52,13 @@ class Limits:
     max_file_bytes: int = 16 << 20
     max_files: int = 500
     max_depth: int = 8
+    #: members of every kind: files, folders, and anything else with a header
+    max_entries: int = 2000
+    #: the whole unpacking, both passes, in seconds
+    max_seconds: float = 30.0
+    #: how many times its own size an archive may inflate to (beyond ratio_floor_bytes)
+    max_ratio: float = 100.0
+    ratio_floor_bytes: int = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -95,6 +114,36 @@ def safe_member_path(name: str, limits: Limits) -> PurePosixPath | None:
     return PurePosixPath(*parts)
 
 
+class _Clock:
+    """The deadline of one unpacking, checked in every loop and every read."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.max_seconds
+
+    def check(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ArchiveError(f"unpacking took more than {self.limits.max_seconds:g} s")
+
+
+class _Inflated:
+    """A decompressed stream that stops at the inflation bound and at the deadline."""
+
+    def __init__(self, raw: IO[bytes], packed: int, limits: Limits, clock: _Clock) -> None:
+        self.raw, self.clock = raw, clock
+        self.limit = max(limits.ratio_floor_bytes, int(limits.max_ratio * packed))
+        self.ratio = limits.max_ratio
+        self.total = 0
+
+    def read(self, size: int = -1) -> bytes:
+        self.clock.check()
+        data = self.raw.read(self.limit + 1 - self.total if size < 0 else size)
+        self.total += len(data)
+        if self.total > self.limit:
+            raise ArchiveError(f"inflates to more than {self.limit} bytes (over {self.ratio:g} times its own size)")
+        return data
+
+
 class _Budget:
     """Running totals against the limits, shared by the checking and the writing pass."""
 
@@ -102,6 +151,12 @@ class _Budget:
         self.limits = limits
         self.files = 0
         self.bytes = 0
+        self.entries = 0
+
+    def add_entry(self) -> None:
+        self.entries += 1
+        if self.entries > self.limits.max_entries:
+            raise ArchiveError(f"more than {self.limits.max_entries} entries (files, folders and other headers) in the archive")
 
     def add_file(self, name: str, size: int) -> None:
         self.files += 1
@@ -114,9 +169,17 @@ class _Budget:
             raise ArchiveError(f"more than {self.limits.max_total_bytes} bytes uncompressed in all")
 
 
-def _zip_members(archive: zipfile.ZipFile, limits: Limits) -> Iterator[tuple[Member, zipfile.ZipInfo]]:
+def _zip_members(archive: zipfile.ZipFile, limits: Limits, clock: _Clock, packed: int) -> Iterator[tuple[Member, zipfile.ZipInfo]]:
     budget = _Budget(limits)
-    for info in archive.infolist():
+    infos = archive.infolist()
+    if len(infos) > limits.max_entries:
+        raise ArchiveError(f"{len(infos)} entries (files, folders and other headers); at most {limits.max_entries}")
+    inflated = sum(max(info.file_size, 0) for info in infos)
+    if inflated > max(limits.ratio_floor_bytes, limits.max_ratio * packed):
+        raise ArchiveError(f"declares {inflated} bytes uncompressed, over {limits.max_ratio:g} times its own size")
+    for info in infos:
+        clock.check()
+        budget.add_entry()
         path = safe_member_path(info.filename, limits)
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
@@ -133,9 +196,11 @@ def _zip_members(archive: zipfile.ZipFile, limits: Limits) -> Iterator[tuple[Mem
         yield Member(path, is_dir, info.file_size), info
 
 
-def _tar_members(archive: tarfile.TarFile, limits: Limits) -> Iterator[tuple[Member, tarfile.TarInfo]]:
+def _tar_members(archive: tarfile.TarFile, limits: Limits, clock: _Clock) -> Iterator[tuple[Member, tarfile.TarInfo]]:
     budget = _Budget(limits)
     for info in archive:  # headers one at a time: a bomb is refused before it is read through
+        clock.check()
+        budget.add_entry()
         path = safe_member_path(info.name, limits)
         if info.issym() or info.islnk():
             kind = "symbolic" if info.issym() else "hard"
@@ -146,20 +211,26 @@ def _tar_members(archive: tarfile.TarFile, limits: Limits) -> Iterator[tuple[Mem
             continue
         if info.isfile():
             budget.add_file(info.name, info.size)
-        yield Member(path, info.isdir(), info.size), info
+        yield Member(_printable(path), info.isdir(), info.size), info
+
+
+def _printable(path: PurePosixPath) -> PurePosixPath:
+    """`path` with each byte that was not UTF-8 (tarfile keeps them as surrogates) as `%XX`."""
+    return PurePosixPath(*("".join(f"%{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in part) for part in path.parts))
 
 
 def _is_junk(path: PurePosixPath) -> bool:
     return bool(JUNK_PARTS & set(path.parts)) or path.name.startswith("._")
 
 
-def _write(source: IO[bytes], target: Path, declared: int, limits: Limits, written: list[int]) -> None:
-    """Copy one member's bytes, stopping at its declared size and at the total cap."""
+def _write(source: IO[bytes], target: Path, declared: int, limits: Limits, written: list[int], clock: _Clock) -> None:
+    """Copy one member's bytes, stopping at its declared size, at the total cap and at the deadline."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(target, flags, 0o644)
     with os.fdopen(fd, "wb") as out:
         size = 0
         while True:
+            clock.check()
             chunk = source.read(1 << 16)
             if not chunk:
                 break
@@ -198,15 +269,15 @@ def unpack(archive: Path, dest: Path, limits: Limits = Limits()) -> Path:
         raise ArchiveError(f"{archive.name}: {size} bytes, more than the {limits.max_archive_bytes} an archive may have")
     dest.mkdir(mode=0o755, parents=False, exist_ok=False)
     try:
-        written = [0]
+        written, clock = [0], _Clock(limits)
         if suffix == ".zip":
-            _unpack_zip(archive, dest, limits, written)
+            _unpack_zip(archive, dest, limits, written, clock)
         else:
-            _unpack_tar(archive, dest, limits, written)
+            _unpack_tar(archive, dest, limits, written, clock)
     except ArchiveError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError, NotImplementedError, RuntimeError) as exc:
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError, NotImplementedError, RuntimeError, zlib.error, lzma.LZMAError) as exc:
         shutil.rmtree(dest, ignore_errors=True)
         raise ArchiveError(f"{archive.name}: cannot be read as {suffix}: {exc}") from None
     except BaseException:
@@ -229,27 +300,52 @@ def _place(dest: Path, member: Member) -> Path | None:
     return target
 
 
-def _unpack_zip(archive: Path, dest: Path, limits: Limits, written: list[int]) -> None:
+def _unpack_zip(archive: Path, dest: Path, limits: Limits, written: list[int], clock: _Clock) -> None:
     with zipfile.ZipFile(archive) as zf:
-        members = list(_zip_members(zf, limits))  # check everything before writing anything
+        members = list(_zip_members(zf, limits, clock, archive.stat().st_size))  # check everything before writing anything
         for member, info in members:
+            clock.check()
             target = _place(dest, member)
             if target is not None:
                 with zf.open(info) as source:
-                    _write(source, target, member.size, limits, written)
+                    _write(source, target, member.size, limits, written, clock)
 
 
-def _unpack_tar(archive: Path, dest: Path, limits: Limits, written: list[int]) -> None:
-    with tarfile.open(archive, mode="r:*") as tf:
-        members = list(_tar_members(tf, limits))  # check everything before writing anything
-        for member, info in members:
-            target = _place(dest, member)
+# what a compressed tar starts with, and how to read it
+_DECOMPRESSORS: list[tuple[bytes, Callable[[IO[bytes]], IO[bytes]]]] = [
+    (b"\x1f\x8b", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),  # type: ignore[return-value]
+    (b"BZh", lambda raw: bz2.BZ2File(raw)),  # type: ignore[return-value]
+    (b"\xfd7zXZ\x00", lambda raw: lzma.LZMAFile(raw)),  # type: ignore[return-value]
+]
+
+
+@contextmanager
+def _tar_stream(archive: Path, limits: Limits, clock: _Clock) -> Iterator[tarfile.TarFile]:
+    """The archive as a tar stream read through _Inflated, whatever its compression (by content)."""
+    with open(archive, "rb") as raw:
+        magic = raw.read(6)
+        raw.seek(0)
+        opener = next((open_ for prefix, open_ in _DECOMPRESSORS if magic.startswith(prefix)), None)
+        plain = opener(raw) if opener else raw
+        with tarfile.open(fileobj=_Inflated(plain, archive.stat().st_size, limits, clock), mode="r|") as tf:  # type: ignore[call-overload]
+            yield tf
+
+
+def _unpack_tar(archive: Path, dest: Path, limits: Limits, written: list[int], clock: _Clock) -> None:
+    """Two passes over the stream: check every member, then write the checked ones."""
+    with _tar_stream(archive, limits, clock) as tf:
+        checked = {info.offset: member for member, info in _tar_members(tf, limits, clock)}
+    with _tar_stream(archive, limits, clock) as tf:
+        for info in tf:
+            clock.check()
+            member = checked.get(info.offset)
+            target = _place(dest, member) if member is not None else None
             if target is not None:
                 source = tf.extractfile(info)
                 if source is None:
                     raise ArchiveError(f"member {info.name!r}: no data")
                 with source:
-                    _write(source, target, member.size, limits, written)
+                    _write(source, target, member.size, limits, written, clock)  # type: ignore[union-attr]
 
 
 def find_submission_root(folder: Path, modules: list[str], max_depth: int = 2) -> Path:

@@ -55,6 +55,7 @@ from grader.records import AssignmentRef, Environment, ProblemResult, Result, Su
 from grader.report import gradescope_json, render_html, write_atomic
 from grader.spec import Assignment, Problem, load_assignment
 from grader.summary import batch_table, progress_line
+from grader.text import safe_text
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ".work"
@@ -309,6 +310,25 @@ def commit_result(result: Result, out: Path) -> None:
     write_atomic(out / "report.html", render_html(result))
     write_atomic(out / "gradescope" / "results.json", gradescope_json(result))
     write_atomic(out / "result.json", result.model_dump_json(indent=2))
+
+
+def commit_or_error(ctx: "Context", task: "Task", result: Result) -> Result:
+    """Commit `result`; one that cannot be written becomes this student's error row instead.
+
+    Whatever a submission made of its result (issue 17: text no encoder takes), the batch goes
+    on, and the error row is kept, so that a re-run does not stop at the same student either.
+    """
+    try:
+        commit_result(result, task.out)
+        return result
+    except Exception as exc:  # noqa: BLE001 - any failure here is this student's, never the batch's
+        reason = f"the grader could not write this student's result: {type(exc).__name__}: {safe_text(str(exc))[:300]}"
+        error = ctx.error(task, reason, result.environment.isolation, result.duration_s)
+        try:
+            commit_result(error, task.out)
+        except Exception:  # noqa: BLE001 - the gradebook still gets the row
+            pass
+        return error
 
 
 def remove_partial_files(out: Path) -> int:
@@ -687,6 +707,8 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
     root = Path(args.submissions)
     entries = discover(root, exclude=[out])
     hide = hidden_paths(args.spec, out) + [root.resolve()]
+    if getattr(args, "secret_file", None):
+        hide.append(Path(args.secret_file).resolve())  # as `grader grade` does: workers never see it
     options: GradeOptions = make_options(args, hide)
     known = [p.name for p in assignment.problems]
     unknown = [p for p in options.problems or [] if p not in known]
@@ -754,8 +776,7 @@ def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden
                         results[entry.student] = old
                         progress.advance(bar)
                     elif task.error:
-                        result = ctx.error(task, task.error, "none")
-                        commit_result(result, task.out)
+                        result = commit_or_error(ctx, task, ctx.error(task, task.error, "none"))
                         results[entry.student] = result
                         progress.advance(bar)
                     else:
@@ -824,8 +845,7 @@ def _grade_all(todo: list[Task], runner: Runner, ctx: Context, progress: Progres
                 raise
             except Exception as exc:  # a bug or an engine failure: an error row, never a stopped batch
                 result = ctx.error(task, f"{INFRA}{type(exc).__name__}: {exc}", "none")
-            commit_result(result, task.out)
-            return result, slot
+            return commit_or_error(ctx, task, result), slot
         finally:
             with lock:
                 running.pop(task.student, None)

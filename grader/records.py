@@ -6,9 +6,11 @@ leaderboard) is rendered from this record alone, so it carries every number a re
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from grader.text import safe_value
 
 SCHEMA_VERSION = 1
 
@@ -17,7 +19,15 @@ ProblemStatus = Literal["passed", "partial", "failed", "error", "skipped"]
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # validate_assignment: a field set after construction (the batch sets submission.path) is
+    # made safe as well
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        """Text from a submission may hold lone surrogates, which cannot be written: escape them."""
+        return safe_value(value)
 
 
 class TestResult(Record):
@@ -76,6 +86,8 @@ class Finding(Record):
 class ProblemResult(Record):
     name: str
     title: str = ""
+    #: where the write-up explains this problem (the spec's writeup_section): failures link to it
+    writeup_section: str = ""
     score: float
     max_score: float
     status: ProblemStatus

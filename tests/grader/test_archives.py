@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import stat
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -138,8 +140,61 @@ def test_zip_bomb_is_refused_before_inflating(tmp_path: Path) -> None:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("gelu.py", b"\0" * (20 << 20))
     assert path.stat().st_size < 100_000
-    with pytest.raises(ArchiveError, match="per file"):
+    with pytest.raises(ArchiveError, match="times its own size"):
         unpack(path, tmp_path / "out")
+    with pytest.raises(ArchiveError, match="per file"):
+        unpack(path, tmp_path / "out", Limits(max_ratio=1e9))
+
+
+def test_tar_bomb_stops_at_the_inflation_bound(tmp_path: Path) -> None:
+    archive = make_tar(tmp_path / "bomb.tar.gz", {"gelu.py": b"\0" * (20 << 20)})
+    assert archive.stat().st_size < 100_000
+    with pytest.raises(ArchiveError, match="inflates to more than"):
+        unpack(archive, tmp_path / "out", Limits(max_file_bytes=64 << 20))
+    assert not (tmp_path / "out").exists()
+
+
+def folder_headers(path: Path, count: int, name: bytes = b"d/") -> Path:
+    """A .tar.gz of `count` headers of one folder (issue 17: 600 000 of them in 1.3 MiB)."""
+    info = tarfile.TarInfo(name.decode())
+    info.type = tarfile.DIRTYPE
+    header = info.tobuf(format=tarfile.GNU_FORMAT)
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        for _ in range(0, count, 1000):
+            out.write(header * 1000)
+        out.write(b"\0" * 1024)
+    return path
+
+
+def test_folders_count_as_entries(tmp_path: Path) -> None:
+    archive = folder_headers(tmp_path / "dirs.tar.gz", 5000)
+    with pytest.raises(ArchiveError, match="more than 2000 entries"):
+        unpack(archive, tmp_path / "out")
+    zipped = make_zip(tmp_path / "dirs.zip", {f"d{i}/": b"" for i in range(2001)})
+    with pytest.raises(ArchiveError, match="at most 2000"):
+        unpack(zipped, tmp_path / "out")
+
+
+def test_unpacking_is_bounded_in_time(tmp_path: Path) -> None:
+    archive = folder_headers(tmp_path / "dirs.tar.gz", 300_000)
+    started = time.monotonic()
+    with pytest.raises(ArchiveError, match="took more than 1 s"):
+        unpack(archive, tmp_path / "out", Limits(max_entries=10**7, max_ratio=1e9, max_seconds=1.0))
+    assert time.monotonic() - started < 5
+
+
+def test_a_member_name_that_is_not_utf8_is_kept_escaped(tmp_path: Path) -> None:
+    archive = tmp_path / "names.tar.gz"
+    with tarfile.open(archive, "w:gz", encoding="utf-8", errors="surrogateescape") as tf:
+        for name in ("gelu.py", "notes_\udcff.txt"):  # the bytes notes_\xff.txt, as tarfile reads them
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tf.addfile(info, io.BytesIO(b"x\n"))
+    dest = unpack(archive, tmp_path / "out")
+    assert sorted(p.name for p in dest.iterdir()) == ["gelu.py", "notes_%FF.txt"]
+    latin1 = tmp_path / "Jos\udce9.tar.gz"  # an archive's own name in Latin-1 (old Windows zip tools)
+    archive.rename(latin1)
+    assert (unpack(latin1, tmp_path / "out2") / "gelu.py").is_file()
 
 
 def test_tar_size_cap_on_declared_sizes(tmp_path: Path) -> None:
