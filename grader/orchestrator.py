@@ -334,6 +334,7 @@ class ProblemRun:
         result = ProblemResult(
             name=self.problem.name,
             title=self.problem.title,
+            writeup_section=self.problem.writeup_section,
             score=0.0,
             max_score=self.problem.max_score,
             status="skipped",

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from grader.records import Result
+from grader.records import Result, TestResult
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -39,8 +40,49 @@ def _jinja() -> Environment:
     return env
 
 
+#: failing problems first, then partial, then the rest
+STATUS_ORDER = {"error": 0, "failed": 1, "partial": 2, "skipped": 3, "passed": 4}
+
+
+@dataclass
+class TestGroup:
+    """Tests that failed the same way: one message shown once, with every test it concerns."""
+
+    status: str
+    message: str
+    tests: list[TestResult]
+
+
+def failure_groups(tests: list[TestResult]) -> list[TestGroup]:
+    """The problem's failing tests, grouped by identical message, in first-seen order."""
+    groups: dict[tuple[str, str], TestGroup] = {}
+    for test in tests:
+        if test.status in ("failed", "error"):
+            key = (test.status, test.message)
+            groups.setdefault(key, TestGroup(test.status, test.message, [])).tests.append(test)
+    return sorted(groups.values(), key=lambda g: STATUS_ORDER[g.status])
+
+
+def leaderboard_alias(result: Result) -> str | None:
+    """The student's name on the leaderboard (its pseudonym under the batch's salt), if known."""
+    if not result.submission.student:
+        return None
+    from grader.leaderboard import SALT_ENV, pseudonym
+
+    return pseudonym(result.submission.student, os.environ.get(SALT_ENV) or result.assignment.name)
+
+
 def render_html(result: Result) -> str:
-    return _jinja().get_template("report.html.j2").render(r=result)
+    from grader.flags import result_flags
+
+    problems = sorted(result.problems, key=lambda p: STATUS_ORDER.get(p.status, 9))
+    return _jinja().get_template("report.html.j2").render(
+        r=result,
+        problems=problems,
+        groups={p.name: failure_groups(p.tests) for p in result.problems},
+        flags=result_flags(result),
+        alias=leaderboard_alias(result),
+    )
 
 
 def gradescope(result: Result) -> dict[str, Any]:
