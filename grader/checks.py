@@ -141,6 +141,21 @@ def check_call(
     return Verdict(not problems, "\n".join(problems))
 
 
+def kernel_check(problem: Problem, case: Case, aten_ops: list[str], triton_launches: int) -> str | None:
+    """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
+
+    `aten_ops` are the ops recorded in the watched part of the call (`ProblemKind.call`'s
+    `watch`: the whole call, or the forward of attention, whose backward may be PyTorch);
+    `triton_launches` counts the Triton kernels the whole call launched.
+    """
+    used = [op for op in aten_ops if op in problem.forbidden_ops]
+    if used:
+        return f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {problem.title} must be computed by your own Triton kernel"
+    if not triton_launches:
+        return f"no Triton kernel was launched in case {case.name}: {problem.title} must be computed by a Triton kernel"
+    return None
+
+
 def case_label(kind: ProblemKind, case: Case, inputs: dict[str, Any] | None = None) -> str:
     text = f"{case.name} [{kind.describe(case)}]"
     if inputs:

@@ -14,12 +14,14 @@ import pytest
 import torch
 
 from grader import interpreter_compat, timing
-from grader.checks import case_label, check_call
+from grader.timed_rounds import FreshRounds
+from grader.checks import case_label, check_call, kernel_check
+from grader.performance import ShapeSeeds, verify_rounds
 from grader.performance import achieved as _achieved
 from grader.problems import REGISTRY
 from grader.problems.base import CallOutput, case_seed, generator, move_inputs
 from grader.spec import Case, load_assignment
-from grader.worker import changed_inputs, describe_outputs, input_bits, load_function
+from grader.worker import FreshInputs, LaunchCounter, _profiled, changed_inputs, describe_outputs, input_bits, load_function
 
 PUBLIC_SECRET = "public"
 DOT_PROBLEMS = {"matmul", "flash_attention"}
@@ -59,6 +61,8 @@ class CaseRunner:
         self.device = device
         self.spec = load_assignment(hidden=False)
         self._functions: dict[str, Callable[..., Any]] = {}
+        self.fresh = FreshInputs()
+        LaunchCounter.install()
 
     def function(self, problem: str) -> Callable[..., Any]:
         if problem not in self._functions:
@@ -69,27 +73,34 @@ class CaseRunner:
         return self._functions[problem]
 
     def check(self, problem: str, case: Case) -> None:
+        """Every correctness rule of the grader, on this case's public inputs: outputs, inputs and
+        the kernel check (the call is profiled the way the grader's worker profiles it)."""
         kind, spec = REGISTRY[problem], self.spec.problem(problem)
         fn = self.function(problem)
         for repeat in range(case.repeats):
             inputs = kind.make_inputs(case, generator(case_seed(PUBLIC_SECRET, problem, case, repeat)))
             expected = kind.expected(inputs, case)
-            on_device = move_inputs(inputs, self.device)
+            on_device = self.fresh.place(case.name, move_inputs(inputs, self.device))
             before = input_bits(on_device)
+            profile: dict[str, Any] = {}
+            launches = LaunchCounter.total()
             torch.use_deterministic_algorithms(True, warn_only=True)
             torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
             try:
-                result: CallOutput | str = kind.call(fn, on_device, case)
+                result: CallOutput | str = kind.call(fn, on_device, case, lambda: _profiled(profile, self.device))
             except NotImplementedError as exc:
                 result = f"NotImplementedError: {exc}"
             finally:
                 torch.use_deterministic_algorithms(False)
+                torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
             if isinstance(result, str):
                 pytest.fail(result, pytrace=False)
             meta, payload = describe_outputs(result, on_device, self.device)
             verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed_inputs(on_device, before))
-            if not verdict.passed:
-                pytest.fail(f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n{verdict.message}", pytrace=False)
+            cheat = kernel_check(spec, case, list(profile.get("aten_ops", [])), LaunchCounter.total() - launches)
+            failures = [m for m in (verdict.message if not verdict.passed else "", cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)") if m]
+            if failures:
+                pytest.fail(f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures), pytrace=False)
 
 
 # As much timed work as the grader puts on each side of a shape (6 alternations of >= 50 ms): ten
@@ -142,15 +153,30 @@ class BenchmarkRunner:
         self.runner, self.problem = runner, problem
 
     def run(self, benchmark: Any, case: Case, impl: str) -> None:
-        kind = REGISTRY[self.problem]
+        kind, spec = REGISTRY[self.problem], self.runner.spec.problem(self.problem)
         fn = self.runner.function(self.problem) if impl == "yours" else None
-        sets = [kind.make_inputs(case, generator(1000 + i, "cuda")) for i in range(2)]
+        seeds = ShapeSeeds.draw(PUBLIC_SECRET, self.problem, case)
+        sets = [kind.make_inputs(case, generator(seeds.inputs + i, "cuda")) for i in range(2)]
         calls = [kind.timed(fn, s) if fn is not None else kind.pytorch(s) for s in sets]
         if benchmark.disabled:  # --benchmark-disable: run once, as a smoke test, time nothing
             calls[0]()
             torch.cuda.synchronize()
             return
-        samples = timing.measure(calls, budget_s=1.0, min_s=TIMED_S).samples_s
+        if fn is not None:  # the grader's kernel check of timed calls, on one watched call
+            profile: dict[str, Any] = {}
+            launches = LaunchCounter.total()
+            kind.call(fn, sets[0], case, lambda: _profiled(profile, "cuda"))
+            cheat = kernel_check(spec, case, list(profile.get("aten_ops", [])), LaunchCounter.total() - launches)
+            if cheat:
+                pytest.fail(f"kernel check: {cheat} (the grader gives 0 for this problem)", pytrace=False)
+        # every round new contents, and (yours) a sample of rounds checked, as the grader does
+        rounds = FreshRounds(kind, case, sets, seeds.refill, seeds.verify if fn is not None else None)
+        samples = timing.measure(calls, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
+        if fn is not None:
+            verified, payload = rounds.drain()
+            flags = verify_rounds(kind, spec, case, seeds, 0, len(samples), verified, payload, kind.make_inputs(case, generator(seeds.inputs, "cuda")))
+            if flags:
+                pytest.fail(f"the grader would withhold this problem's performance points: {flags[0]}", pytrace=False)
         benchmark.group = f"{self.problem}: {case.name}"
         benchmark.name = f"{case.name}[{impl}]"
         REPLAY.load(samples)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from grader import kernel_cache, performance, protocol, scan, scoring, trace, versions
-from grader.checks import case_label, check_call
+from grader.checks import case_label, check_call, kernel_check
 from grader.fingerprint import fingerprint, suite_of
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
@@ -184,11 +184,7 @@ class ProblemRun:
         if self.cheat:
             return
         profile = reply.get("profile") or {}
-        used = [op for op in profile.get("aten_ops", []) if op in self.problem.forbidden_ops]
-        if used:
-            self.cheat = f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {self.problem.title} must be computed by your own Triton kernel"
-        elif not reply.get("triton_launches"):
-            self.cheat = f"no Triton kernel was launched in case {case.name}: {self.problem.title} must be computed by a Triton kernel"
+        self.cheat = kernel_check(self.problem, case, list(profile.get("aten_ops", [])), int(reply.get("triton_launches") or 0))
 
     # -- the problem ------------------------------------------------------------------------------
 
@@ -292,9 +288,9 @@ class ProblemRun:
             side = performance.ReferenceSide(self.kind, self.problem, performance.load_reference(self.problem, self.options.reference_dir))
             shapes = []
             for case in self.problem.benchmarks:
-                seed = case_seed(self.options.secret, self.problem.name, case, 0) % (1 << 40)
+                seeds = performance.ShapeSeeds.draw(self.options.secret, self.problem.name, case)
                 with trace.span(self.problem.name, case.name, "timing, all of it"):
-                    shapes.append(performance.measure_shape(self._timing_call, side, case, seed, gpu, quiet=self.pause))
+                    shapes.append(performance.measure_shape(self._timing_call, side, case, seeds, gpu, quiet=self.pause))
                 if self.options.progress:
                     self.options.progress(f"{self.problem.name}: timed {case.name}")
                 torch.cuda.empty_cache()
@@ -302,13 +298,15 @@ class ProblemRun:
             return Performance(status="skipped", reason=f"timing failed: {failed}", score=0.0, max_score=points, gpu=gpu)
         return performance.score(self.problem, shapes, gpu)
 
-    def _timing_call(self, header: dict[str, Any]) -> dict[str, Any]:
+    def _timing_call(self, header: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """One timing request; the reply and its sampled outputs (for `performance.verify_rounds`)."""
         try:
             if self.worker is None:
                 self._start_worker()
                 if self.fatal or self.worker is None:
                     raise _TimingFailed(self.fatal or "the worker did not start")
-            reply, _ = self.worker.call(header, b"", self.deadline, 0)
+            reply, blob = self.worker.call(header, b"", self.deadline, performance.MAX_TIMING_BLOB)
+            payload = protocol.unpack_tensors(blob) if blob else {}
         except WorkerTimeout:
             self._stop_worker()
             raise _TimingFailed(f"the problem's time limit of {self.limit:g} s ran out while timing") from None
@@ -325,7 +323,7 @@ class ProblemRun:
             self._check_kernel_use(reply, self.kind.case_model.model_validate(header["case"]))
             if self.cheat:
                 raise _TimingFailed(self.cheat)
-        return reply
+        return reply, payload
 
     def _result(self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float) -> ProblemResult:
         scoring.assign_case_points(self.problem, cases, tests, cheat=self.cheat)

@@ -16,11 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+
 from grader import timing, trace
-from grader.problems.base import ProblemKind, generator
+from grader.checks import _tensor_problem, compare
+from grader.problems.base import ProblemKind, case_seed, generator, round_seed
 from grader.records import Performance, ShapeTiming
 from grader.scoring import geomean, performance_fraction
 from grader.spec import Case, Problem
+from grader.timed_rounds import FreshRounds, chosen
+
+#: the worker's reply to one alternation carries the sampled outputs of its checked rounds
+MAX_TIMING_BLOB = 256 << 20
 
 # Short alternations, each with a floor of timed work: a matmul near the tensor cores' peak makes
 # the GPU's clocks wander (5-10% spread on an H200), and only fine interleaving puts both sides
@@ -71,19 +78,73 @@ def achieved(kind: ProblemKind, case: Case, seconds: float) -> tuple[float, str]
     return nbytes / seconds / 1e9, "GB/s"
 
 
+@dataclass(frozen=True)
+class ShapeSeeds:
+    """The seeds of one benchmark shape, all from the secret: the worker is sent only its own."""
+
+    inputs: int  # the input sets' first contents (and layouts)
+    refill: int  # the student's timed rounds' contents
+    verify: int  # which of the student's rounds are checked, and where
+    reference: int  # the reference's and PyTorch's rounds' contents
+
+    @classmethod
+    def draw(cls, secret: str, problem: str, case: Case) -> "ShapeSeeds":
+        seeds = [case_seed(secret, problem, case, i) for i in range(4)]
+        return cls(seeds[0] % (1 << 40), *seeds[1:])
+
+
 class ReferenceSide:
     """The trusted reference and PyTorch, timed in the orchestrator's own process."""
 
     def __init__(self, kind: ProblemKind, problem: Problem, reference: Callable[..., Any]) -> None:
         self.kind, self.problem, self.reference = kind, problem, reference
 
-    def calls(self, case: Case, seed: int) -> tuple[list[Callable[[], Any]], list[Callable[[], Any]]]:
-        ref, torch_calls = [], []
+    def calls(self, case: Case, seed: int) -> tuple[list[Callable[[], Any]], list[Callable[[], Any]], list[dict[str, Any]]]:
+        """Timed calls of the reference and of PyTorch, and the input sets they share."""
+        ref, torch_calls, sets = [], [], []
         for i in range(INPUT_SETS):
             inputs = self.kind.make_inputs(case, generator(seed + i, "cuda"))
             ref.append(self.kind.timed(self.reference, inputs))
             torch_calls.append(self.kind.pytorch(inputs))
-        return ref, torch_calls
+            sets.append(inputs)
+        return ref, torch_calls, sets
+
+
+def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeSeeds, first: int, count: int, verified: list[dict[str, Any]], payload: Any, inputs: dict[str, Any]) -> list[str]:
+    """Check the sampled outputs of one measurement's timed rounds `first .. first+count-1`.
+
+    Every round the seeds choose, and the last, must have been checked; each checked round's
+    inputs and sample are drawn again here from the seeds (never taken from the worker), and its
+    values must match the float64 definition within the case's tolerance, as in correctness.
+    Returns the flags (the first broken round only: one is enough to withhold the points).
+    """
+    last = first + count - 1
+    payload = payload if isinstance(payload, dict) else {}
+    rounds = {item["round"]: item["issues"] for item in verified}
+    required = {r for r in range(first, first + count) if chosen(seeds.verify, r)} | ({last} if count else set())
+    missing = sorted(required - rounds.keys())
+    if missing:
+        return [f"{case.name}: timed round(s) {', '.join(map(str, missing[:5]))} were not checked (the worker left them out)"]
+    dtype_of = lambda label: kind.expected_dtype(label.partition("[")[0], case)  # noqa: E731
+    device = next(v.device.type for v in inputs.values() if isinstance(v, torch.Tensor))
+    for index in sorted(rounds):
+        where = f"{case.name}, timed round {index + 1}"
+        if not first <= index <= last:
+            return [f"{where}: not a round of this measurement"]
+        if rounds[index]:
+            return [f"{where}: {'; '.join(rounds[index])}"]
+        kind.refill(inputs, case, generator(round_seed(seeds.refill, index), device))
+        plan = kind.sample(case, generator(round_seed(seeds.verify, index), device))
+        expected = kind.expected_sample(inputs, case, plan)
+        for label, want in expected.items():
+            got = payload.get(f"{index}:{label}")
+            message = _tensor_problem(label, got, list(want.shape), dtype_of(label))
+            if message is None:
+                tol = problem.tolerance_for(label.partition("[")[0], getattr(case, "dtype"))
+                message = compare(label, got, want, tol.atol, tol.rtol)
+            if message:
+                return [f"{where} computed a wrong result (the timed calls are checked like correctness calls): {message}"]
+    return []
 
 
 def load_reference(problem: Problem, reference_dir: Path = REFERENCE_DIR) -> Callable[..., Any]:
@@ -92,43 +153,62 @@ def load_reference(problem: Problem, reference_dir: Path = REFERENCE_DIR) -> Cal
     return load_function(reference_dir, problem.module, problem.function)
 
 
+WorkerCall = Callable[[dict[str, Any]], tuple[dict[str, Any], Any]]
+
+
 def measure_shape(
-    worker_call: Callable[[dict[str, Any]], dict[str, Any]],
+    worker_call: WorkerCall,
     side: ReferenceSide,
     case: Case,
-    seed: int,
+    seeds: ShapeSeeds,
     gpu: str,
     quiet: Callable[[], None] = lambda: None,
 ) -> ShapeTiming:
     """Time one benchmark shape on both sides; flags say why a time cannot be trusted.
 
     `quiet` pauses the worker before the reference is timed (the worker's next call resumes it),
-    so nothing the submission left running shares the GPU with the reference's rounds.
+    so nothing the submission left running shares the GPU with the reference's rounds. Every
+    side's rounds get new contents between rounds (the same work on both sides); the student's
+    checked rounds are verified once all are timed, so checking never shares the GPU with timing.
     """
     kind = side.kind
     label = (side.problem.name, case.name)
     with trace.span(*label, "reference and PyTorch: inputs, warm-up"):
-        ref_calls, torch_calls = side.calls(case, seed)
+        ref_calls, torch_calls, ref_sets = side.calls(case, seeds.inputs)
+        ref_rounds = FreshRounds(kind, case, ref_sets, seeds.reference)
+        torch_rounds = FreshRounds(kind, case, ref_sets, seeds.reference ^ 1)
         quiet()
         timing.warm_up(ref_calls)
         timing.warm_up(torch_calls)
-    header = {"case": case.model_dump(), "seed": seed, "sets": INPUT_SETS}
+    header = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS, "refill_seed": seeds.refill, "verify_seed": seeds.verify}
     student: list[float] = []
     reference: list[float] = []
+    checks: list[tuple[int, int, list[dict[str, Any]], Any]] = []
     for i in range(ALTERNATIONS):
         # the first timed call is also profiled: the kernel check applies to what is timed too
         with trace.span(*label, f"student, alternation {i + 1}"):
-            reply = worker_call({**header, "op": "time", "budget_s": BUDGET_S, "min_s": MIN_S, "warm": i == 0, "profile": i == 0})
-        student += [float(s) for s in reply.get("samples_s", [])]
+            reply, payload = worker_call({**header, "op": "time", "budget_s": BUDGET_S, "min_s": MIN_S, "warm": i == 0, "profile": i == 0})
+        samples = [float(s) for s in reply.get("samples_s", [])]
+        checks.append((len(student), len(samples), list(reply.get("verified", [])), payload))
+        student += samples
         with trace.span(*label, f"reference, alternation {i + 1}"):
             quiet()
-            reference += timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
+            reference += timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S, hooks=ref_rounds).samples_s
     with trace.span(*label, "PyTorch"):
-        pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
-    del ref_calls, torch_calls
+        pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False, hooks=torch_rounds)
+    del ref_calls, torch_calls, ref_sets, ref_rounds, torch_rounds
     flags: list[str] = []
     if not student or any(not (s == s) or s <= 0 for s in student):
         return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
+    with trace.span(*label, "checking the sampled timed rounds"):
+        inputs = kind.make_inputs(case, generator(seeds.inputs, "cuda"))
+        for first, count, verified, payload in checks:
+            flags += verify_rounds(kind, side.problem, case, seeds, first, count, verified, payload, inputs)
+            if flags:
+                break
+        checked = sum(len(v) for _, _, v, _ in checks)
+        del inputs, checks
+        torch.cuda.empty_cache()
     s_meas, r_meas = timing.Measurement(student), timing.Measurement(reference)
     s_med = s_meas.median_ms / 1e3
     floor = roofline_floor_s(kind, case, gpu)
@@ -136,7 +216,7 @@ def measure_shape(
         flags.append(f"median {s_med * 1e3:.4f} ms is below the roofline floor {floor * 1e3:.4f} ms (impossible: timing subverted?)")
     rounds = max(5, min(200, int(WALL_CHECK_S / max(s_med, 1e-6))))
     start = time.monotonic()
-    loop = worker_call({**header, "op": "loop", "rounds": rounds})
+    loop, _ = worker_call({**header, "op": "loop", "rounds": rounds})
     wall = time.monotonic() - start
     trace.note(wall, *label, f"wall-clock check, {rounds} rounds")
     reported = float(loop.get("wall_s", 0.0))
@@ -159,8 +239,19 @@ def measure_shape(
         achieved=round(value, 2),
         achieved_unit=unit,
         rounds=len(student),
+        verified_rounds=checked,
         flags=flags,
     )
+
+
+def review_reason(problem: Problem, shapes: list[ShapeTiming]) -> str | None:
+    """Speedups a person should look at before grades are published (they cost no points)."""
+    bound = problem.thresholds.review_above
+    fast = [s for s in shapes if s.ratio and s.ratio > bound]
+    if not fast:
+        return None
+    shown = ", ".join(f"{s.name} {s.ratio:.2f}x" for s in fast)
+    return f"faster than the staff reference by more than {bound:g}x on {shown}: the points stand; staff should look before publishing"
 
 
 def score(problem: Problem, shapes: list[ShapeTiming], gpu: str) -> Performance:
@@ -170,5 +261,5 @@ def score(problem: Problem, shapes: list[ShapeTiming], gpu: str) -> Performance:
         return Performance(status="flagged", reason="; ".join(flagged) or "some shapes were not timed", score=0.0, max_score=problem.points.performance, gpu=gpu, shapes=shapes)
     mean = geomean(ratios)
     points = round(problem.points.performance * performance_fraction(problem.thresholds, mean), 4)
-    return Performance(status="measured", score=points, max_score=problem.points.performance, ratio_geomean=round(mean, 4), gpu=gpu, shapes=shapes)
+    return Performance(status="measured", score=points, max_score=problem.points.performance, ratio_geomean=round(mean, 4), gpu=gpu, shapes=shapes, review=review_reason(problem, shapes))
 

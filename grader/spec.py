@@ -57,6 +57,8 @@ class Thresholds(Strict):
     full_at: float = Field(default=1.0, gt=0)
     zero_at: float = Field(default=0.25, ge=0)
     tiers: list[Tier] = Field(default_factory=list)
+    #: a shape faster than the reference by more than this is marked for review (no points change)
+    review_above: float = Field(default=1.5, gt=1)
 
     @model_validator(mode="after")
     def _ordered(self) -> "Thresholds":

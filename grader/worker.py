@@ -43,12 +43,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import torch
-import torch.autograd.profiler
+# the profiler's own log (Kineto) reports "gpuGetDeviceCount failed" on a CUDA build without a GPU:
+# noise in a student's output; read when the profiler first starts, so setting it here is enough
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+
+import torch  # noqa: E402
+import torch.autograd.profiler  # noqa: E402
 import torch.profiler
 import torch.testing
 
-from grader import imports, interpreter_compat, kernel_cache, protocol, timing, versions
+from grader import imports, interpreter_compat, kernel_cache, protocol, timed_rounds, timing, versions
 from grader.problems import REGISTRY
 from grader.problems.base import CallOutput, generator
 
@@ -85,8 +89,13 @@ class LaunchCounter:
     def total(cls) -> int:
         return cls._counter[0]
 
+    _installed = False
+
     @classmethod
     def install(cls) -> None:
+        if cls._installed:  # wrapping twice would count every launch twice
+            return
+        cls._installed = True
         import triton.runtime.jit as jit
 
         targets: list[Any] = [jit.JITFunction]
@@ -276,14 +285,17 @@ def _profiled(record: dict[str, Any], device: str) -> Iterator[None]:
         GUARD.restore()
         if device == "cuda":
             _cuda_sync()
-        result = p.disable()
+        try:
+            result = p.disable()
+        except RuntimeError:  # PyTorch <= 2.11: "Can't disable Kineto profiler when it's not running"
+            result = None
         # a session the call ended leaves none to end here (start 0); one it started anew began late
-        began = p.trace_start(result) if p.trace_start is not None else None
+        began = None if p.trace_start is None else (p.trace_start(result) if result is not None else 0)
         if began == 0:
             GUARD.flag("the profiler (switched off during the call)")
         elif began is not None and began > enabled_at:
             GUARD.flag("the profiler (restarted during the call)")
-        events = p.events(result)
+        events = p.events(result) if result is not None else []
         names = {p.name(e) for e in events}
         record["aten_ops"] = sorted(n for n in names if n.startswith("aten::"))
         record["gpu_kernels"] = sorted({p.name(e) for e in events if p.device_type(e) == p.cuda_device})[:50]
@@ -481,8 +493,9 @@ def handle_call(problem_name: str, fn: Callable[..., Any], header: dict[str, Any
 class Timer:
     """The worker's half of timing: the student's kernel on inputs it draws itself on the GPU.
 
-    Benchmark inputs need no secrecy (only their shape matters), so they are made here rather
-    than shipped through the pipe; prepared calls are kept for the case being timed.
+    Benchmark inputs need no secrecy in their shape, so they are made here rather than shipped
+    through the pipe; every timed round then gets new contents from the orchestrator's seeds, and
+    a sample of rounds has a sample of its outputs sent back to be checked (`timed_rounds`).
     """
 
     def __init__(self, problem_name: str, fn: Callable[..., Any]) -> None:
@@ -490,44 +503,48 @@ class Timer:
         self.fn = fn
         self.key: tuple[Any, ...] | None = None
         self.calls: list[Callable[[], Any]] = []
+        self.rounds: timed_rounds.FreshRounds | None = None
 
-    def _prepare(self, header: dict[str, Any]) -> list[Callable[[], Any]]:
-        key = (header["case"]["name"], header["seed"], header["sets"])
-        if key != self.key:
-            self.calls, self.key = [], None
+    def _prepare(self, header: dict[str, Any]) -> tuple[Any, timed_rounds.FreshRounds]:
+        case = self.kind.case_model.model_validate(header["case"])
+        key = (header["case"]["name"], header["seed"], header["sets"], header.get("refill_seed"), header.get("verify_seed"))
+        if key != self.key or self.rounds is None:
+            self.calls, self.key, self.rounds = [], None, None
             torch.cuda.empty_cache()
-            case = self.kind.case_model.model_validate(header["case"])
-            for i in range(header["sets"]):
-                inputs = self.kind.make_inputs(case, generator(header["seed"] + i, "cuda"))
-                self.calls.append(self.kind.timed(self.fn, inputs))
+            sets = [self.kind.make_inputs(case, generator(header["seed"] + i, "cuda")) for i in range(header["sets"])]
+            self.calls = [self.kind.timed(self.fn, inputs) for inputs in sets]
+            self.rounds = timed_rounds.FreshRounds(self.kind, case, sets, int(header.get("refill_seed", 0)), header.get("verify_seed"))
             self.key = key
-        return self.calls
+        return case, self.rounds
 
-    def handle(self, header: dict[str, Any], submission: Path) -> dict[str, Any]:
+    def handle(self, header: dict[str, Any], submission: Path) -> tuple[dict[str, Any], bytes]:
         # timing runs without the NaN fill of correctness calls: it would add a write to every empty()
         torch.use_deterministic_algorithms(False)
         torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+        blob = b""
         try:
             try:
-                calls = self._prepare(header)
+                case, rounds = self._prepare(header)
                 profile: dict[str, Any] = {}
                 if header.get("profile"):
-                    # one call of the timed work under the same op recording as correctness: a
-                    # submission that takes a PyTorch path only when unobserved shows it here
-                    with _profiled(profile, "cuda"):
-                        calls[0]()
+                    # one call under exactly the watch correctness uses (`ProblemKind.call`): the
+                    # same ops are looked for in the same part of the call (attention: the forward)
+                    self.kind.call(self.fn, rounds.sets[0], case, lambda: _profiled(profile, "cuda"))
                 launches = LaunchCounter.total()
                 if header["op"] == "time":
-                    measured = timing.measure(calls, header["budget_s"], warm=header.get("warm", True), min_s=float(header.get("min_s", 0.0)))
-                    reply = {"status": "ok", "samples_s": measured.samples_s, "triton_launches": LaunchCounter.total() - launches, "profile": profile or None}
+                    measured = timing.measure(self.calls, header["budget_s"], warm=header.get("warm", True), min_s=float(header.get("min_s", 0.0)), hooks=rounds)
+                    verified, payload = rounds.drain()
+                    blob = protocol.pack_tensors(payload)
+                    reply = {"status": "ok", "samples_s": measured.samples_s, "triton_launches": LaunchCounter.total() - launches, "profile": profile or None, "verified": verified}
                 else:
-                    wall = timing.loop_wall_time(calls[0], header["rounds"])
+                    wall = timing.loop_wall_time(self.calls[0], header["rounds"])
                     reply = {"status": "ok", "wall_s": wall, "triton_launches": LaunchCounter.total() - launches}
             finally:
                 GUARD.restore()
         except BaseException as exc:  # noqa: BLE001
-            reply = _describe_exception(exc, submission)
-        return GUARD.report() or reply
+            reply, blob = _describe_exception(exc, submission), b""
+        tampering = GUARD.report()
+        return (tampering, b"") if tampering else (reply, blob)
 
 
 # -- the loop -----------------------------------------------------------------------------------
@@ -579,7 +596,7 @@ def serve(args: argparse.Namespace) -> int:
             return 0
         if header.get("op") in ("time", "loop"):
             timer = timer or Timer(args.problem, fn)
-            reply, out = timer.handle(header, Path(args.submission)), b""
+            reply, out = timer.handle(header, Path(args.submission))
         else:
             reply, out = handle_call(args.problem, fn, header, blob, args.device, Path(args.submission))
         protocol.send(rep_fd, reply, out)

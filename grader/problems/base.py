@@ -8,6 +8,7 @@ use `call`. Keeping these three side by side is what lets a new problem be added
 from __future__ import annotations
 
 import hashlib
+import math
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
@@ -83,6 +84,50 @@ def describe_tensor(t: torch.Tensor) -> str:
     return f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} strides={tuple(t.stride())}"
 
 
+MASK64 = (1 << 64) - 1
+
+
+def round_seed(base: int, index: int) -> int:
+    """A 63-bit seed for timed round `index` from a per-shape `base` (splitmix64: cheap, well mixed).
+
+    Timed rounds get new input contents and a new output sample each; the orchestrator draws the
+    bases from the secret and recomputes any round's seed to check it.
+    """
+    z = (base + (index + 1) * 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return (z ^ (z >> 31)) >> 1
+
+
+def pick(gen: torch.Generator, high: int, count: int) -> torch.Tensor:
+    """`count` indices below `high` drawn on the generator's device, without a host round trip.
+
+    Drawn with replacement: a timed round may not wait for the CPU, and the orchestrator redraws
+    the same indices from the same seed on the same device.
+    """
+    return torch.randint(0, high, (min(count, high),), generator=gen, device=gen.device)
+
+
+def timed_output_issue(name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> str | None:
+    """The output contract of correctness, for a timed call's output (host-side facts only: no sync)."""
+    if type(value) is not torch.Tensor:
+        return f"{name}: returned {type(value).__module__}.{type(value).__qualname__}, expected exactly torch.Tensor"[:300]
+    if value.layout != torch.strided:
+        return f"{name}: a {value.layout} tensor, expected a dense one"
+    if value.device.type != device:
+        return f"{name}: on device {value.device.type}, expected {device}"
+    if tuple(value.shape) != tuple(shape):
+        return f"{name}: shape {tuple(value.shape)}, expected {tuple(shape)}"
+    if value.dtype != dtype:
+        return f"{name}: dtype {str(value.dtype).removeprefix('torch.')}, expected {str(dtype).removeprefix('torch.')}"
+    return None
+
+
+#: the elements of one output a sampled timed round sends back, about (rows x columns)
+SAMPLE_ROWS = 16
+SAMPLE_COLUMNS = 4096
+
+
 @dataclass
 class CallOutput:
     """What one call of a student function produced, before any check.
@@ -141,6 +186,34 @@ class ProblemKind:
         """(bytes moved at least once, floating-point operations) of one timed call."""
         raise NotImplementedError
 
+    def timed_outputs(self, result: Any) -> dict[str, Any]:
+        """Name the outputs of one `timed` call (what a sampled timed round checks)."""
+        return {self.output_names[0]: result}
+
+    # Verified timing: every timed round gets new input contents, and a sample of rounds has a
+    # sample of its outputs checked against the float64 definition. Both are drawn on the GPU
+    # from seeds, so a round never waits for the CPU and the orchestrator can redraw them.
+    def refill(self, inputs: dict[str, Any], case: Case, gen: torch.Generator) -> None:
+        """New values in the input tensors, in place: same shapes, dtypes and layouts, drawn as
+        `make_inputs` draws them. Problems override this with an in-place draw (no allocation)."""
+        fresh = self.make_inputs(case, gen)
+        for name, value in inputs.items():
+            if isinstance(value, torch.Tensor):
+                value.copy_(fresh[name])
+
+    def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
+        """Which output elements a verified round checks: index tensors on the generator's device."""
+        raise NotImplementedError
+
+    def take(self, outputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+        """The sampled elements of a timed call's outputs (labelled `output[part]`), and the rules
+        of the output contract the call broke. Runs between timed rounds: GPU work only, no sync."""
+        raise NotImplementedError
+
+    def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The float64 definition of the sampled elements, labelled as `take` labels them."""
+        raise NotImplementedError
+
 
 class OneTensorKind(ProblemKind):
     """A problem whose function maps one tensor `x` to one output: GeLU and softmax.
@@ -174,3 +247,31 @@ class OneTensorKind(ProblemKind):
     def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
         x = inputs["x"]
         return lambda: self.torch_op(x)
+
+    #: how `make_inputs` draws ordinary values: normal with this standard deviation
+    value_std: ClassVar[float] = 1.0
+
+    def refill(self, inputs: dict[str, Any], case: Case, gen: torch.Generator) -> None:
+        if getattr(case, "values", "normal") != "normal":
+            return super().refill(inputs, case, gen)
+        inputs["x"].normal_(0.0, self.value_std, generator=gen)
+
+    def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
+        """Whole rows (the last dimension; softmax needs them) and some of their columns."""
+        shape = list(getattr(case, "shape"))
+        rows, width = math.prod(shape[:-1]), shape[-1]
+        cols = torch.arange(width, device=gen.device) if width <= SAMPLE_COLUMNS else pick(gen, width, SAMPLE_COLUMNS)
+        return {"rows": pick(gen, rows, SAMPLE_ROWS), "cols": cols}
+
+    def take(self, outputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+        out = outputs.get("out")
+        shape = tuple(getattr(case, "shape"))
+        issue = timed_output_issue("out", out, shape, self.expected_dtype("out", case), plan["rows"].device.type)
+        if issue:
+            return {}, [issue]
+        return {"out": out.reshape(-1, shape[-1])[plan["rows"]][:, plan["cols"]]}, []
+
+    def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        x = inputs["x"]
+        rows = x.reshape(-1, x.shape[-1])[plan["rows"]].double()
+        return {"out": self.definition(rows)[:, plan["cols"]]}

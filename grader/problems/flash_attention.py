@@ -9,7 +9,7 @@ from typing import Any, Callable, Literal
 import torch
 from pydantic import Field
 
-from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch
+from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick, timed_output_issue
 from grader.spec import Case, DType
 
 
@@ -116,9 +116,41 @@ class FlashAttention(ProblemKind):
         def step() -> Any:
             with torch.enable_grad():
                 out = fn(q, k, v, is_causal=causal)
-                return torch.autograd.grad(out, (q, k, v), grad_out)
+                return (out, *torch.autograd.grad(out, (q, k, v), grad_out))
 
         return step
+
+    def timed_outputs(self, result: Any) -> dict[str, Any]:
+        return dict(zip(("o", "dq", "dk", "dv"), result))
+
+    def refill(self, inputs: dict[str, Any], case: Case, gen: torch.Generator) -> None:
+        for name in ("q", "k", "v", "grad_out"):
+            inputs[name].normal_(generator=gen)
+
+    def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
+        """One (batch, head) slice, checked on some of its query rows and key rows.
+
+        The slice's float64 forward and backward are recomputed whole (dk and dv sum over every
+        query), so the rows sent back can be few.
+        """
+        assert isinstance(case, AttentionCase)
+        return {"b": pick(gen, case.b, 1), "h": pick(gen, case.h, 1), "rows_q": pick(gen, case.nq, 64), "rows_k": pick(gen, case.nk, 64)}
+
+    def take(self, outputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+        assert isinstance(case, AttentionCase)
+        dtype, device = TORCH_DTYPES[case.dtype], plan["b"].device.type
+        shapes = {"o": case.nq, "dq": case.nq, "dk": case.nk, "dv": case.nk}
+        issues = [i for name, n in shapes.items() if (i := timed_output_issue(name, outputs.get(name), (case.b, case.h, n, case.d), dtype, device))]
+        if issues:
+            return {}, issues
+        b, h = plan["b"], plan["h"]
+        return {name: outputs[name][b, h][0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in shapes}, []
+
+    def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        b, h = plan["b"], plan["h"]
+        head = {name: inputs[name][b, h].unsqueeze(0) for name in ("q", "k", "v", "grad_out")}
+        full = self.expected({**head, "is_causal": inputs["is_causal"]}, case)
+        return {name: full[name][0, 0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in ("o", "dq", "dk", "dv")}
 
     def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
         sdpa = torch.nn.functional.scaled_dot_product_attention

@@ -29,6 +29,7 @@ class Gelu(OneTensorKind):
     case_model = GeluCase
     definition = staticmethod(gelu_definition)
     torch_op = staticmethod(lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
+    value_std = 3.0
 
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         assert isinstance(case, GeluCase)

@@ -8,7 +8,7 @@ from typing import Any, Callable, Literal
 import torch
 from pydantic import Field
 
-from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, with_layout
+from grader.problems.base import SAMPLE_ROWS, TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick, timed_output_issue, with_layout
 from grader.problems.gelu import gelu_definition
 from grader.spec import Case, DType
 
@@ -68,6 +68,31 @@ class Matmul(ProblemKind):
         if act is None:
             return lambda: torch.matmul(a, b)
         return lambda: torch.nn.functional.gelu(torch.matmul(a, b), approximate="tanh")
+
+    def refill(self, inputs: dict[str, Any], case: Case, gen: torch.Generator) -> None:
+        assert isinstance(case, MatmulCase)
+        for name in ("a", "b"):
+            inputs[name].normal_(0.0, case.k ** -0.25, generator=gen)
+
+    def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
+        """Whole rows and whole columns of C: a kernel that skips any band of tiles shows."""
+        assert isinstance(case, MatmulCase)
+        return {"rows": pick(gen, case.m, SAMPLE_ROWS), "cols": pick(gen, case.n, SAMPLE_ROWS)}
+
+    def take(self, outputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+        assert isinstance(case, MatmulCase)
+        out = outputs.get("out")
+        issue = timed_output_issue("out", out, (case.m, case.n), self.expected_dtype("out", case), plan["rows"].device.type)
+        if issue:
+            return {}, [issue]
+        return {"out[rows]": out[plan["rows"]], "out[cols]": out[:, plan["cols"]]}, []
+
+    def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        a, b, act = inputs["a"], inputs["b"], inputs["activation"]
+        return {
+            "out[rows]": matmul_definition(a[plan["rows"]].double(), b.double(), act),
+            "out[cols]": matmul_definition(a.double(), b[:, plan["cols"]].double(), act),
+        }
 
     def work(self, case: Case) -> tuple[float, float]:
         assert isinstance(case, MatmulCase)

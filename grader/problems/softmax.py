@@ -36,6 +36,7 @@ class Softmax(OneTensorKind):
     case_model = SoftmaxCase
     definition = staticmethod(softmax_definition)
     torch_op = staticmethod(lambda x: torch.softmax(x, dim=-1))
+    value_std = 2.0
 
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         assert isinstance(case, SoftmaxCase)

@@ -32,6 +32,25 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CORRECT = ROOT / "examples" / "submissions" / "correct"
 CORPUS: list[dict[str, Any]] = tomllib.loads((HERE / "corpus.toml").read_text())["attack"]
+
+
+def _honest_twin(entry: dict[str, Any]) -> dict[str, Any]:
+    """The cheat with its switch off: what an honest student writes; it must lose nothing."""
+    return {
+        "name": f"{entry['name']}-honest",
+        "source": entry["name"],
+        "replace": entry["honest_twin"],
+        "attack": f"the honest twin of {entry['name']}",
+        "caught_by": "nothing to catch: it must lose no point",
+        "problem": entry["problem"],
+        "verdict": "passed",
+        "gpu": entry.get("gpu", False),
+        "helpers": entry.get("helpers", []),
+        "honest": True,
+    }
+
+
+CORPUS += [_honest_twin(e) for e in CORPUS if "honest_twin" in e]
 BY_NAME = {a["name"]: a for a in CORPUS}
 IS_ROOT = os.geteuid() == 0
 HAS_GPU = torch.cuda.is_available()
@@ -119,13 +138,16 @@ def _build(entry: dict[str, Any], base: Path) -> tuple[Path, dict[str, str], lis
         "MARKER": str(work / "pickle-ran"),
         "TMP": str(tmp),
     }
-    source = HERE / "submissions" / entry["name"]
+    source = HERE / "submissions" / entry.get("source", entry["name"])
     if entry.get("make") is None:
         shutil.copytree(source, submission)
         for path in submission.rglob("*.py"):
             text = path.read_text()
             for key, value in places.items():
                 text = text.replace(f"@@{key}@@", value)
+            if "replace" in entry:
+                assert entry["replace"][0] in text or path.name != f"{entry['problem']}.py", f"{entry['replace'][0]!r} is not in {path}"
+                text = text.replace(*entry["replace"])
             path.write_text(text)
     else:
         submission.mkdir()
@@ -135,6 +157,8 @@ def _build(entry: dict[str, Any], base: Path) -> tuple[Path, dict[str, str], lis
             os.mkfifo(submission / "gelu.py")
     for other in entry.get("others", {}):
         shutil.copy(CORRECT / f"{other}.py", submission / f"{other}.py")
+    for helper in entry.get("helpers", []):
+        shutil.copy(CORRECT / f"{helper}.py", submission / f"correct_{helper}.py")
     problems = [entry["problem"], *entry.get("others", {})]
     device = "cuda" if entry.get("gpu") else "cpu"
     args = ["grade", str(submission), "--out", str(out), "--problems", ",".join(problems), "--device", device]
@@ -235,6 +259,16 @@ def test_attack_gets_its_verdict(name: str, corpus: dict[str, Graded]) -> None:
         assert not os.path.lexists(graded.sub(path)), f"the attack wrote {graded.sub(path)}"
     if "performance" in entry:
         assert problem["performance"]["status"] in entry["performance"] and not problem["performance"]["score"]
+    if "measured_below" in entry or entry.get("honest"):
+        perf = problem["performance"]
+        if HAS_GPU:
+            assert perf["status"] == "measured", f"performance {perf['status']}: {perf.get('reason')}"
+            assert not any(s["flags"] for s in perf["shapes"]), perf["shapes"]
+        ratios = [s["ratio"] for s in perf["shapes"]]
+        assert all(r < entry.get("measured_below", float("inf")) for r in ratios), ratios
+    if entry.get("honest"):
+        correctness = sum(t["score"] for t in problem["tests"])
+        assert problem["status"] == "passed" and correctness > 0, text[:3000]
     if "max_rss_mb" in entry:
         assert 0 < graded.max_rss_mb < entry["max_rss_mb"], f"the orchestrator peaked at {graded.max_rss_mb:.0f} MB"
     for other, status in entry.get("others", {}).items():
@@ -255,7 +289,7 @@ def test_attack_leaves_nothing_behind(name: str, corpus: dict[str, Graded]) -> N
 def test_corpus_table_matches_the_folders() -> None:
     """Every folder is in the table and every table entry has its folder (or is built by the test)."""
     folders = {p.name for p in (HERE / "submissions").iterdir() if p.is_dir()}
-    listed = {e["name"] for e in CORPUS if "make" not in e}
+    listed = {e["name"] for e in CORPUS if "make" not in e and "source" not in e}
     assert folders == listed, (folders - listed, listed - folders)
     for entry in CORPUS:
         assert {"attack", "caught_by", "problem"} <= set(entry), entry["name"]
@@ -264,7 +298,7 @@ def test_corpus_table_matches_the_folders() -> None:
 
 def test_every_attack_is_listed_in_the_defences_page() -> None:
     page = (ROOT / "docs" / "defenses.md").read_text()
-    missing = [e["name"] for e in CORPUS if f"`{e['name']}`" not in page]
+    missing = [e["name"] for e in CORPUS if "source" not in e and f"`{e['name']}`" not in page]
     assert not missing, f"docs/defenses.md does not list {missing}"
 
 
