@@ -10,7 +10,8 @@ import argparse
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from grader import rescore, writeup
+    from grader import pack, rescore, writeup
 
     rescore.add_parser(sub)
     writeup.add_parser(sub)
+    pack.add_parser(sub)
