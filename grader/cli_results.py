@@ -10,8 +10,9 @@ import argparse
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from grader import pack, rescore, writeup
+    from grader import gradescope_autograder, pack, rescore, writeup
 
     rescore.add_parser(sub)
     writeup.add_parser(sub)
     pack.add_parser(sub)
+    gradescope_autograder.add_parser(sub)
