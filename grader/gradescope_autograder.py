@@ -57,23 +57,18 @@ exec "$PYTHON" -m grader.gradescope_autograder \\
   ${{GRADER_PROBLEMS:+--problems "$GRADER_PROBLEMS"}}
 """
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
 
-[project]
-name = "triton-kernels-autograder"
-version = "{version}"
-requires-python = ">=3.10"
-dependencies = ["numpy", "pydantic>=2.6", "jinja2>=3.1", "rich>=13", "pytest>=8", "pytest-benchmark>=4", "pyyaml>=6"]
 
-[tool.setuptools.packages.find]
-include = ["grader*"]
-
-[tool.setuptools.package-data]
-grader = ["templates/*", "templates/**/*"]
-"""
+def pyproject(version: str) -> str:
+    """The autograder's package: the grader and what it imports (torch is installed before, CPU build)."""
+    deps = ", ".join(f'"{d}"' for d in ("numpy", "pydantic>=2.6", "jinja2>=3.1", "rich>=13", "pytest>=8", "pytest-benchmark>=4", "pyyaml>=6"))
+    sections = {
+        "build-system": ['requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"'],
+        "project": ['name = "triton-kernels-autograder"', f'version = "{version}"', 'requires-python = ">=3.10"', f"dependencies = [{deps}]"],
+        "tool.setuptools.packages.find": ['include = ["grader*"]'],
+        "tool.setuptools.package-data": ['grader = ["templates/*", "templates/**/*"]'],
+    }
+    return "\n".join(f"[{name}]\n" + "\n".join(lines) + "\n" for name, lines in sections.items())
 
 
 def _versions(spec_path: Path) -> tuple[str, str]:
@@ -94,7 +89,7 @@ def build_zip(out: Path, spec_path: Path = DEFAULT_SPEC, public_only: bool = Fal
     files: dict[str, bytes] = {
         "setup.sh": SETUP_SH.format(torch=torch_version, triton=triton_version, secret=SECRET_NAME).encode(),
         "run_autograder": RUN_AUTOGRADER.format().encode(),
-        "pyproject.toml": PYPROJECT.format(version=spec.assignment.version).encode(),
+        "pyproject.toml": pyproject(spec.assignment.version).encode(),
         SECRET_NAME: secrets.token_hex(32).encode(),
         "assignment/assignment.toml": spec_path.read_bytes(),
     }
