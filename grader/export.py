@@ -71,6 +71,7 @@ pip install -e .                       # torch, triton, pytest and the local gra
 pytest handout                         # public correctness tests (CPU: Triton's interpreter)
 pytest handout --benchmark-only        # on a GPU: your kernels timed next to PyTorch's
 grader grade student_template --out grades/me   # your score on the public cases
+grader pack student_template --out me.tar.gz    # the public tests, then the archive to upload
 ```
 
 Submit the `student_template/` folder (gelu.py, softmax.py, matmul.py, flash_attention.py).
