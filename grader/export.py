@@ -15,6 +15,7 @@ import shutil
 import tomllib
 from pathlib import Path
 
+from grader import versions
 from grader.report import write_atomic
 from grader.spec import HIDDEN_NAME, load_assignment
 
@@ -32,11 +33,10 @@ build-backend = "setuptools.build_meta"
 name = "triton-kernels-handout"
 version = "{version}"
 description = "{title}: the student handout"
-requires-python = ">=3.10"
+requires-python = "{python}"
 dependencies = [
-    "torch>=2.4",
-    "triton>=3.2",
-    "numpy",
+{environment}
+    "packaging>=23",
     "pydantic>=2.6",
     "jinja2>=3.1",
     "rich>=13",
@@ -67,7 +67,7 @@ Your task: write the four Triton kernels in `student_template/`. Start with the 
 [assignment/README.md](assignment/README.md).
 
 ```bash
-pip install -e .                       # torch, triton, pytest and the local grader
+pip install -e .                       # the grading versions (torch {torch}, triton {triton}), pytest, the grader
 pytest handout                         # public correctness tests (CPU: Triton's interpreter)
 pytest handout --benchmark-only        # on a GPU: your kernels timed next to PyTorch's
 grader grade student_template --out grades/me   # your score on the public cases
@@ -134,9 +134,10 @@ def export_handout(out: Path, root: Path = ROOT) -> Path:
         source = root / "assignment" / name
         if source.exists():
             shutil.copy2(source, out / "assignment" / name)
-    info = spec.assignment
-    write_atomic(out / "pyproject.toml", STUDENT_PYPROJECT.format(version=info.version, title=info.title))
-    write_atomic(out / "README.md", STUDENT_README.format(version=info.version, title=info.title))
+    info, env = spec.assignment, spec.environment
+    pins = "\n".join(f'    "{r}",' for r in versions.requirements(env))
+    write_atomic(out / "pyproject.toml", STUDENT_PYPROJECT.format(version=info.version, title=info.title, python=env.python, environment=pins))
+    write_atomic(out / "README.md", STUDENT_README.format(version=info.version, title=info.title, torch=env.torch, triton=env.triton))
     write_atomic(out / ".gitignore", "__pycache__/\n*.egg-info/\n.benchmarks/\ngrades/\n.venv/\n")
     leaks = scan_for_leaks(out, root)
     if leaks:

@@ -42,8 +42,13 @@ def installed(name: str) -> str | None:
         return None
 
 
+def requirements(env: Environment) -> list[str]:
+    """The environment as pip requirements: what every install of the grader or the handout pins."""
+    return [f"torch=={env.torch}", f"triton=={env.triton}", f"numpy{env.numpy}", *(f"{n}=={v}" for n, v in env.packages.items())]
+
+
 def install_command(env: Environment) -> str:
-    return f"pip install torch=={env.torch} triton=={env.triton} 'numpy{env.numpy}'"
+    return "pip install " + " ".join(f"'{r}'" if "<" in r or ">" in r else r for r in requirements(env))
 
 
 def differences(env: Environment) -> list[str]:

@@ -7,7 +7,8 @@
 #   3. the local CPU base image (no image registry is reachable in CI): a minimal Debian bookworm
 #      made with debootstrap and `docker import`ed as $CPU_BASE_IMAGE
 #   4. the Python wheels the CPU image installs (`pip install --no-index`), downloaded here on the
-#      host into docker/wheels/ (the build context); the CPU torch wheel comes from $TORCH_CPU_WHEEL
+#      host into docker/wheels/ (the build context): PyPI's torch (the CUDA build, which runs on CPU)
+#      and its CUDA libraries, a few GB; $TORCH_CPU_WHEEL, when set, is offered to pip first
 #
 # Where a step cannot run (not root, no apt-get), it says so and exits 0: the container tests then
 # skip with a reason instead of failing. Set SETUP_DOCKER_STRICT=1 to make that an error.
@@ -15,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CPU_BASE_IMAGE="${CPU_BASE_IMAGE:-triton-kernels-cpu-base:bookworm}"
-TORCH_CPU_WHEEL="${TORCH_CPU_WHEEL:-/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl}"
+TORCH_CPU_WHEEL="${TORCH_CPU_WHEEL:-}"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CACHE_DIR="${GRADER_DOCKER_CACHE:-/var/cache/triton-kernels-grader}"
 WHEELS=docker/wheels
@@ -89,21 +90,24 @@ fi
 say "base image $CPU_BASE_IMAGE is present"
 
 # 4. wheels for the CPU image --------------------------------------------------------------------
-[ -f "$TORCH_CPU_WHEEL" ] || give_up "the CPU torch wheel $TORCH_CPU_WHEEL is missing (set TORCH_CPU_WHEEL)"
-stamp="$(cat "$REQUIREMENTS" | sha256sum | cut -c1-16)-$(basename "$TORCH_CPU_WHEEL")"
+[ -z "$TORCH_CPU_WHEEL" ] || [ -f "$TORCH_CPU_WHEEL" ] || give_up "TORCH_CPU_WHEEL=$TORCH_CPU_WHEEL is missing"
+stamp="$(cat "$REQUIREMENTS" | sha256sum | cut -c1-16)-$(basename "${TORCH_CPU_WHEEL:-pypi}")"
 if [ "$(cat "$WHEELS/.complete" 2>/dev/null || true)" != "$stamp" ]; then
   say "downloading the wheels of $REQUIREMENTS into $WHEELS"
   find "$WHEELS" -name '*.whl' -delete 2>/dev/null || true
   mkdir -p "$WHEELS"
-  cp "$TORCH_CPU_WHEEL" "$WHEELS/"
+  if [ -n "$TORCH_CPU_WHEEL" ]; then cp "$TORCH_CPU_WHEEL" "$WHEELS/"; fi
   pip=pip3
   [ -x .venv/bin/pip ] && pip=.venv/bin/pip
   # The image runs Debian bookworm's CPython 3.11 on x86-64, whatever this host runs: ask for
-  # exactly those wheels (pip matches each manylinux tag exactly, so name the usual ones).
+  # exactly those wheels (pip matches each manylinux tag exactly, so name every glibc up to
+  # bookworm's 2.36 that wheels use: the CUDA libraries are tagged 2_5 to 2_28).
+  platforms=()
+  for minor in $(seq 28 -1 5); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done
   "$pip" download -q --dest "$WHEELS" --find-links "$WHEELS" --only-binary=:all: \
     --python-version 3.11 --implementation cp --abi cp311 \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform linux_x86_64 \
+    "${platforms[@]}" --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64 \
+    --platform linux_x86_64 \
     -r "$REQUIREMENTS" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
   echo "$stamp" >"$WHEELS/.complete"
 fi

@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) with the grader, its test tools and a PyTorch build.
-# On a machine without a GPU, torch==2.13.0 is the CPU build; with a GPU, keep the CUDA torch
-# you have (set KEEP_TORCH=1 to skip installing torch).
+# Create .venv (if missing) with the grader, its test tools and the grading environment: the
+# torch and Triton pair of assignment/assignment.toml [environment] (torch 2.11.0, triton 3.6.0,
+# numpy < 2.4 for Triton 3.6's interpreter), pinned in pyproject.toml. PyPI's torch 2.11.0 is the
+# CUDA build; it runs on a machine without a GPU too (kernels then go through Triton's interpreter).
+# KEEP_TORCH=1 keeps the torch and triton already in .venv (a build for another CUDA, say) and
+# installs everything else; `pytest handout` then says in its header when they are not the pair.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "setup-python: Python 3.11 or newer is needed (the grader reads TOML with tomllib)" >&2; exit 1; }
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip >/dev/null
-if [ "${KEEP_TORCH:-0}" != "1" ] && ! python -c "import torch" 2>/dev/null; then
-  python -m pip install -q "torch==2.13.0"
+if [ "${KEEP_TORCH:-0}" = "1" ]; then
+  # every dependency of pyproject.toml (and its dev extra) but torch and triton, then the project alone
+  others=$(python - <<'PY'
+import tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+for requirement in project["dependencies"] + project["optional-dependencies"]["dev"]:
+    if not requirement.startswith(("torch", "triton")):
+        print(requirement)
+PY
+)
+  # shellcheck disable=SC2086  # one requirement a line, none with spaces
+  python -m pip install -q $others
+  python -m pip install -q --no-deps -e .
+else
+  python -m pip install -q -e ".[dev]"
 fi
-python -m pip install -q -e ".[dev]"

@@ -1,0 +1,170 @@
+"""The batch-level entries of corpus.toml (issue 17): what a hostile class does to `grader batch`.
+
+One submissions folder holds every [[batch]] entry's students, built here (BUILD); it is graded
+with `--secret-file` in process, in subprocesses (--jobs 2) and in containers (--docker, marked
+`docker`: needs the engine and the CPU image scripts/setup-docker.sh prepares), then graded again:
+the second run must finish too and grade nothing new. Each entry's expectations are then checked
+against what each mode wrote.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import shutil
+import tarfile
+import tomllib
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from grader import batch, cli, containers
+from grader.records import Result
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CORRECT_GELU = (ROOT / "examples" / "submissions" / "correct" / "gelu.py").read_bytes()
+BATCH: list[dict[str, Any]] = tomllib.loads((HERE / "corpus.toml").read_text())["batch"]
+SECRET = "SENTINEL-BATCH-SECRET"
+MODES = ["in-process", "subprocess", "docker"]
+READ_SECRET = '''
+try:
+    print("SECRET-FILE: GOT", open(@@SECRET_FILE@@).read(), flush=True)
+except OSError:
+    print("SECRET-FILE: denied", flush=True)
+'''
+
+
+def _tar_gz(path: Path, files: dict[bytes, bytes]) -> None:
+    with tarfile.open(path, "w:gz", encoding="utf-8", errors="surrogateescape") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(os.fsdecode(name))
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+
+
+def _folder_headers(path: Path, count: int) -> None:
+    info = tarfile.TarInfo("d")
+    info.type = tarfile.DIRTYPE
+    header = info.tobuf(format=tarfile.GNU_FORMAT)
+    with gzip.open(path, "wb") as out:
+        for _ in range(count // 1000):
+            out.write(header * 1000)
+        out.write(b"\0" * 1024)
+
+
+def _userns(subs: Path, secret_file: Path) -> None:
+    for student in ("first", "second"):
+        shutil.copytree(HERE / "submissions" / "userns-mount", subs / student)
+
+
+def _secret_reader(subs: Path, secret_file: Path) -> None:
+    (subs / "secret-reader").mkdir()
+    (subs / "secret-reader" / "gelu.py").write_bytes(READ_SECRET.replace("@@SECRET_FILE@@", repr(str(secret_file))).encode() + CORRECT_GELU)
+
+
+BUILD: dict[str, Callable[[Path, Path], None]] = {
+    "userns-cache-escape": _userns,
+    "surrogate-in-batch": lambda subs, _: shutil.copytree(HERE / "submissions" / "surrogate-message", subs / "surrogate"),
+    "non-utf8-member": lambda subs, _: _tar_gz(subs / "notes.tar.gz", {b"gelu.py": CORRECT_GELU, b"notes_\xff.txt": b"hi\n"}),
+    "latin1-archive-name": lambda subs, _: _tar_gz(Path(os.fsdecode(bytes(subs) + b"/Jos\xe9.tar.gz")), {b"gelu.py": CORRECT_GELU}),
+    "directory-headers": lambda subs, _: _folder_headers(subs / "dirs.tar.gz", 600_000),
+    "secret-file-batch": _secret_reader,
+}
+
+
+def _image() -> None:
+    """Skip unless the Docker engine and the CPU image can be had; build the image from this tree."""
+    pytest.importorskip("docker")
+    try:
+        client = containers.docker_client()
+    except containers.DockerUnavailable as exc:
+        pytest.skip(f"no Docker engine: {exc} (scripts/setup-docker.sh starts one)")
+    try:
+        client.images.get(containers.CPU_BASE_IMAGE)
+    except Exception:
+        pytest.skip(f"the CPU base image {containers.CPU_BASE_IMAGE} is missing: run scripts/setup-docker.sh")
+    if not list((ROOT / "docker" / "wheels").glob("torch-*.whl")):
+        pytest.skip("docker/wheels/ has no torch wheel: run scripts/setup-docker.sh")
+    from grader.spec import load_assignment
+
+    containers.build_image(load_assignment(hidden=False).assignment.version, cpu=True, log=lambda line: None, client=client)
+
+
+def _batch(subs: Path, out: Path, secret_file: Path, mode: str) -> int:
+    extra = {"in-process": [], "subprocess": ["--jobs", "2"], "docker": ["--docker", "--jobs", "2"]}[mode]
+    argv = ["batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu", "--secret-file", str(secret_file), *extra]
+    args = cli.build_parser().parse_args(argv)
+    return batch.run_batch(args, cli._options, cli._hidden_paths)
+
+
+@pytest.fixture(scope="module", params=[pytest.param(m, marks=[pytest.mark.docker] if m == "docker" else []) for m in MODES])
+def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[str, Result]]:
+    """The whole class graded twice in one mode; (mode, results folder, student -> result)."""
+    mode = request.param
+    if mode == "docker":
+        _image()
+    base = tmp_path_factory.mktemp(f"class-{mode}")
+    subs, out, secret_file = base / "subs", base / "grades", base / "secret.txt"
+    subs.mkdir()
+    secret_file.write_text(SECRET + "\n")
+    for entry in BATCH:
+        BUILD[entry["name"]](subs, secret_file)
+    assert _batch(subs, out, secret_file, mode) == 0
+    first = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}
+    assert _batch(subs, out, secret_file, mode) == 0, "a second run stopped"
+    assert first == {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}, "the second run graded again"
+    results = {p.parent.name: Result.model_validate_json(p.read_text()) for p in out.glob("*/result.json")}
+    return mode, out, results
+
+
+def _said(result: Result) -> str:
+    gelu = next(p for p in result.problems if p.name == "gelu")
+    return "\n".join([result.error, gelu.message, gelu.output, *(t.message for t in gelu.tests)])
+
+
+@pytest.mark.parametrize("name", [e["name"] for e in BATCH])
+def test_batch_entry_gets_its_verdict(name: str, graded: tuple[str, Path, dict[str, Result]]) -> None:
+    mode, out, results = graded
+    entry = next(e for e in BATCH if e["name"] == name)
+    for student, status in entry["students"].items():
+        assert student in results, f"{student} has no result ({mode}): {sorted(results)}"
+        assert results[student].status == status, f"{student} ({mode}): {results[student].status}: {results[student].error}"
+    for student, needles in entry.get("error", {}).items():
+        for needle in needles:
+            assert needle in results[student].error, (mode, results[student].error)
+    checks = dict(entry.get("output", {}))
+    if mode == "in-process":
+        checks = {s: checks.get(s, []) + extra for s, extra in entry.get("output_in_process", {}).items()} | {s: v for s, v in checks.items() if s not in entry.get("output_in_process", {})}
+    for student, needles in checks.items():
+        for needle in needles:
+            assert needle in _said(results[student]), f"{needle!r} not said for {student} ({mode}):\n{_said(results[student])[:3000]}"
+    for needle in entry.get("absent_output", []):
+        for student in entry["students"]:
+            assert needle not in _said(results[student]), f"{needle!r} in {student}'s output ({mode})"
+    for student, names in entry.get("files", {}).items():
+        assert set(names) <= set(results[student].submission.files), (mode, results[student].submission.files)
+    for needle in entry.get("absent_text", []):
+        for path in out.rglob("*"):
+            if path.is_file():
+                assert needle.encode() not in path.read_bytes(), f"{needle!r} leaked into {path} ({mode})"
+
+
+def test_every_batch_entry_is_built_and_in_the_defences_page() -> None:
+    page = (ROOT / "docs" / "defenses.md").read_text()
+    assert set(BUILD) == {e["name"] for e in BATCH}
+    missing = [e["name"] for e in BATCH if f"`{e['name']}`" not in page]
+    assert not missing, f"docs/defenses.md does not list {missing}"
+    for entry in BATCH:
+        assert {"attack", "caught_by", "students"} <= set(entry), entry["name"]
+
+
+def test_results_are_readable_json_whatever_the_names(graded: tuple[str, Path, dict[str, Result]]) -> None:
+    """Every file of the batch decodes as UTF-8 (JSON, HTML), the gradebook included."""
+    _mode, out, _results = graded
+    for path in [*out.glob("*/result.json"), *out.glob("*/report.html"), out / "gradebook.csv", out / "summary.json"]:
+        path.read_bytes().decode("utf-8")
+    json.loads((out / "summary.json").read_text())
