@@ -77,21 +77,15 @@ BUILD: dict[str, Callable[[Path, Path], None]] = {
 
 
 def _image() -> None:
-    """Skip unless the Docker engine and the CPU image can be had; build the image from this tree."""
+    """Build the CPU grading image from this tree; skip (with the reason) where it cannot be built."""
     pytest.importorskip("docker")
-    try:
-        client = containers.docker_client()
-    except containers.DockerUnavailable as exc:
-        pytest.skip(f"no Docker engine: {exc} (scripts/setup-docker.sh starts one)")
-    try:
-        client.images.get(containers.CPU_BASE_IMAGE)
-    except Exception:
-        pytest.skip(f"the CPU base image {containers.CPU_BASE_IMAGE} is missing: run scripts/setup-docker.sh")
-    if not list((ROOT / "docker" / "wheels").glob("torch-*.whl")):
-        pytest.skip("docker/wheels/ has no torch wheel: run scripts/setup-docker.sh")
     from grader.spec import load_assignment
 
-    containers.build_image(load_assignment(hidden=False).assignment.version, cpu=True, log=lambda line: None, client=client)
+    try:
+        client = containers.docker_client()
+        containers.build_image(load_assignment(hidden=False).assignment.version, cpu=True, log=lambda line: None, client=client)
+    except (containers.DockerUnavailable, RuntimeError) as exc:
+        pytest.skip(f"no CPU grading image ({exc}); scripts/setup-docker.sh prepares the engine, the base image and the wheels")
 
 
 def _batch(subs: Path, out: Path, secret_file: Path, mode: str) -> int:
