@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -107,3 +108,25 @@ def test_a_new_tolerance_means_regrade(tmp_path: Path) -> None:
     tol = load_assignment(edited_spec(tmp_path, "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 1e-4, rtol = 1e-5 }"))
     decision = rescore.decide(old, tol)
     assert decision.action == "regrade" and "tolerances" in decision.reason
+
+
+def test_the_rescore_command_rewrites_results_and_gradebook(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from grader import cli, gradebook
+    from grader.batch import commit_result
+
+    base = load_assignment(DEFAULT_SPEC)
+    n = len(base.problem("gelu").suite_cases("cpu"))
+    grades = tmp_path / "grades"
+    commit_result(stored(base, ["passed"] * n), grades / "alice")
+    gradebook.write(grades, [gradebook.row("alice", stored(base, ["passed"] * n), ["gelu"])], ["gelu"], {"problems": ["gelu"], "mode": "in-process"})
+    tol = edited_spec(tmp_path, "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 1e-4, rtol = 1e-5 }")
+    assert cli.main(["rescore", str(grades), "--spec", str(tol)]) == 0
+    assert "need grading again" in " ".join(capsys.readouterr().err.split())
+    assert Result.model_validate_json((grades / "alice" / "result.json").read_text()).max_score == 15  # untouched
+    richer = edited_spec(tmp_path, GELU_POINTS, "points = { correctness = 20, performance = 5 }")
+    assert cli.main(["rescore", str(grades), "--spec", str(richer)]) == 0
+    assert "re-scored 1 result(s)" in " ".join(capsys.readouterr().err.split())
+    assert Result.model_validate_json((grades / "alice" / "result.json").read_text()).score == pytest.approx(20)
+    book = (grades / "gradebook.csv").read_text()
+    assert "alice,graded,20.0,20.0,25.0" in book
+    assert json.loads((grades / "summary.json").read_text())["mode"] == "in-process"  # the batch's own facts kept
