@@ -4,13 +4,14 @@
 # the kernel benchmarks, the framework's GPU tests. Logs, tables and JSON go under $OUT.
 #   STEPS=handout,grade,noise,tests benchmarks/gpu_check.sh
 #   STEPS=agreement,batch,kernels,handoutbench benchmarks/gpu_check.sh
-# Steps: handout handoutbench grade noise agreement batch kernels attention tests (default: all).
+# Steps: handout handoutbench grade noise unverified corpora agreement batch kernels attention tests
+# (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD OUT
-STEPS=${STEPS:-handout,handoutbench,grade,noise,agreement,batch,kernels,attention,tests}
+STEPS=${STEPS:-handout,handoutbench,grade,noise,unverified,corpora,agreement,batch,kernels,attention,tests}
 PROBLEMS=${PROBLEMS:-gelu,softmax,matmul,flash_attention}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 step() { echo; echo "== [$(date +%T)] $*"; }
@@ -56,6 +57,27 @@ for run in ("ref1", "ref2"):
     print(run, "total", r["score"], "/", r["max_score"], "duration", r["duration_s"], "s;",
           ", ".join(f"{p['name']} {p['duration_s']:.1f} s" for p in r["problems"]))
 PY
+fi
+if has unverified; then
+  # what verified timing costs: the same warm grading with rounds as before it (no new contents,
+  # no checked outputs), for the wall time and for the ratios (docs/performance.md)
+  step "grader grade reference, unverified timing (GRADER_UNVERIFIED_TIMING=1; warm caches)"
+  GRADER_UNVERIFIED_TIMING=1 GRADER_TRACE=1 /usr/bin/time -f "wall %e s" python3 -m grader.cli grade reference --out "$OUT/ref3" --problems "$PROBLEMS" 2>"$OUT/trace-unverified.log" | tail -n 4
+  tail -n 1 "$OUT/trace-unverified.log"
+  [ -f "$OUT/ref2/result.json" ] && python3 benchmarks/noise_report.py "$OUT/ref3/result.json" "$OUT/ref2/result.json" | tee "$OUT/verified-vs-unverified.md"
+  python3 - "$OUT" <<'PY'
+import json, os, sys
+for run in ("ref1", "ref2", "ref3"):
+    path = f"{sys.argv[1]}/{run}/result.json"
+    if os.path.exists(path):
+        r = json.load(open(path))
+        shapes = [s for p in r["problems"] for s in (p["performance"] or {}).get("shapes", [])]
+        print(run, "duration", r["duration_s"], "s; rounds", sum(s["rounds"] for s in shapes), "checked", sum(s.get("verified_rounds", 0) for s in shapes))
+PY
+fi
+if has corpora; then
+  step "both corpora on the GPU, one grading at a time (benchmarks/corpora_table.py)"
+  python3 benchmarks/corpora_table.py --out "$OUT/corpora" ${CORPORA_ARGS:-} 2>&1 | tail -n 60
 fi
 if has agreement; then
   step "timing agreement with do_bench"

@@ -11,6 +11,7 @@ timers).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from grader.timed_rounds import FreshRounds, chosen
 
 #: the worker's reply to one alternation carries the sampled outputs of its checked rounds
 MAX_TIMING_BLOB = 256 << 20
+#: set to 1 only to measure what verified timing costs (benchmarks): rounds as before it existed
+UNVERIFIED_ENV = "GRADER_UNVERIFIED_TIMING"
 
 # Short alternations, each with a floor of timed work: a matmul near the tensor cores' peak makes
 # the GPU's clocks wander (5-10% spread on an H200), and only fine interleaving puts both sides
@@ -173,14 +176,17 @@ def measure_shape(
     """
     kind = side.kind
     label = (side.problem.name, case.name)
+    checking = os.environ.get(UNVERIFIED_ENV) != "1"
     with trace.span(*label, "reference and PyTorch: inputs, warm-up"):
         ref_calls, torch_calls, ref_sets = side.calls(case, seeds.inputs)
-        ref_rounds = FreshRounds(kind, case, ref_sets, seeds.reference)
-        torch_rounds = FreshRounds(kind, case, ref_sets, seeds.reference ^ 1)
+        ref_rounds = FreshRounds(kind, case, ref_sets, seeds.reference) if checking else None
+        torch_rounds = FreshRounds(kind, case, ref_sets, seeds.reference ^ 1) if checking else None
         quiet()
         timing.warm_up(ref_calls)
         timing.warm_up(torch_calls)
-    header = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS, "refill_seed": seeds.refill, "verify_seed": seeds.verify}
+    header = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
+    if checking:
+        header.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
     student: list[float] = []
     reference: list[float] = []
     checks: list[tuple[int, int, list[dict[str, Any]], Any]] = []
@@ -202,7 +208,7 @@ def measure_shape(
         return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
     with trace.span(*label, "checking the sampled timed rounds"):
         inputs = kind.make_inputs(case, generator(seeds.inputs, "cuda"))
-        for first, count, verified, payload in checks:
+        for first, count, verified, payload in checks if checking else []:
             flags += verify_rounds(kind, side.problem, case, seeds, first, count, verified, payload, inputs)
             if flags:
                 break

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from grader.problems.base import ProblemKind, generator, round_seed
+from grader.problems.base import ProblemKind, round_seed
 from grader.spec import Case
 
 #: a round other than a chunk's last is checked with probability 1 / VERIFY_EVERY
@@ -65,20 +65,25 @@ class FreshRounds:
     index: int = 0
     taken: list[Taken] = field(default_factory=list)
 
-    @property
-    def device(self) -> str:
-        tensor = next(v for v in self.sets[0].values() if isinstance(v, torch.Tensor))
-        return tensor.device.type
+    _gen: torch.Generator | None = None
+
+    def seeded(self, seed: int) -> torch.Generator:
+        """One generator, reseeded per draw: building one per round cost more host time than the
+        draw (a launch reads the generator's state when it is queued, so reseeding is safe)."""
+        if self._gen is None:
+            tensor = next(v for v in self.sets[0].values() if isinstance(v, torch.Tensor))
+            self._gen = torch.Generator(device=tensor.device)
+        return self._gen.manual_seed(seed)
 
     def before(self, input_set: int) -> None:
-        self.kind.refill(self.sets[input_set], self.case, generator(round_seed(self.refill_base, self.index), self.device))
+        self.kind.refill(self.sets[input_set], self.case, self.seeded(round_seed(self.refill_base, self.index)))
 
     def after(self, result: Any, chunk_end: bool) -> None:
         index = self.index
         self.index += 1
         if self.verify_base is None or not (chunk_end or chosen(self.verify_base, index)):
             return
-        plan = self.kind.sample(self.case, generator(round_seed(self.verify_base, index), self.device))
+        plan = self.kind.sample(self.case, self.seeded(round_seed(self.verify_base, index)))
         try:
             slices, issues = self.kind.take(self.kind.timed_outputs(result), self.case, plan)
         except Exception as exc:  # noqa: BLE001 - an output that cannot even be indexed is a broken rule

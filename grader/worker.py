@@ -504,6 +504,7 @@ class Timer:
         self.key: tuple[Any, ...] | None = None
         self.calls: list[Callable[[], Any]] = []
         self.rounds: timed_rounds.FreshRounds | None = None
+        self.refill = True
 
     def _prepare(self, header: dict[str, Any]) -> tuple[Any, timed_rounds.FreshRounds]:
         case = self.kind.case_model.model_validate(header["case"])
@@ -514,6 +515,7 @@ class Timer:
             sets = [self.kind.make_inputs(case, generator(header["seed"] + i, "cuda")) for i in range(header["sets"])]
             self.calls = [self.kind.timed(self.fn, inputs) for inputs in sets]
             self.rounds = timed_rounds.FreshRounds(self.kind, case, sets, int(header.get("refill_seed", 0)), header.get("verify_seed"))
+            self.refill = "refill_seed" in header
             self.key = key
         return case, self.rounds
 
@@ -532,7 +534,8 @@ class Timer:
                     self.kind.call(self.fn, rounds.sets[0], case, lambda: _profiled(profile, "cuda"))
                 launches = LaunchCounter.total()
                 if header["op"] == "time":
-                    measured = timing.measure(self.calls, header["budget_s"], warm=header.get("warm", True), min_s=float(header.get("min_s", 0.0)), hooks=rounds)
+                    hooks = rounds if self.refill else None
+                    measured = timing.measure(self.calls, header["budget_s"], warm=header.get("warm", True), min_s=float(header.get("min_s", 0.0)), hooks=hooks)
                     verified, payload = rounds.drain()
                     blob = protocol.pack_tensors(payload)
                     reply = {"status": "ok", "samples_s": measured.samples_s, "triton_launches": LaunchCounter.total() - launches, "profile": profile or None, "verified": verified}
