@@ -78,7 +78,7 @@ def grade_on_node(recipe: node.Recipe, student: str, source: str, sha: str, modu
     node_id = ray.get_runtime_context().get_node_id()
     here = f"{socket.gethostname()}:{node_id[:8]}"
     gpu = ",".join(str(g) for g in ray.get_gpu_ids()) or None
-    scratch = Path(tempfile.mkdtemp(prefix="grader-ray-"))  # 0700: other students' workers cannot look in
+    scratch = Path(tempfile.mkdtemp(prefix=f"grader-ray-{student}-"))  # 0700: other students' workers cannot look in
     try:
         folder = node.unpack(archive, scratch, modules)
         work = scratch / "work"

@@ -18,6 +18,7 @@ does ends in a result.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -31,7 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
-from grader.batch import INFRA, BatchError, Context, Task, commit_result
+from grader.batch import INFRA, BatchError, Context, Task, _tail_lines, commit_result
 from grader.cluster import node
 from grader.containers import Cancelled
 from grader.records import Result
@@ -101,10 +102,11 @@ class SlurmRunner:
 
     parallel = True
 
-    def __init__(self, ctx: Context, recipe: node.Recipe, executor: Any, folder: Path, hide: list[Path]) -> None:
-        self.ctx, self.recipe, self.executor, self.folder, self.hide = ctx, recipe, executor, folder, hide
+    def __init__(self, ctx: Context, recipe: node.Recipe, executor: Any, folder: Path, hide: list[Path], name: str) -> None:
+        self.ctx, self.recipe, self.executor, self.folder, self.hide, self.name = ctx, recipe, executor, folder, hide, name
         self.slots: list[str | None] = [None]
         self.jobs: dict[str, Any] = {}
+        self.queue = QueueWatch()
         self.stopping = threading.Event()
 
     def start(self, todo: list[Task]) -> None:
@@ -123,24 +125,26 @@ class SlurmRunner:
         except (OSError, subprocess.SubprocessError, RuntimeError) as exc:  # sbatch refused: nothing was queued
             raise BatchError(f"sbatch could not queue the job array: {str(exc).strip()[:600]}") from None
         ids = sorted({job.job_id.split("_")[0] for job in self.jobs.values()})
-        (self.folder / STATE).write_text(json.dumps({"jobs": ids}))
+        self.queue.arrays = ids
+        (self.folder / STATE).write_text(json.dumps({"jobs": ids, "name": self.name}))
 
     def run(self, task: Task, slot: str | None) -> Result:
         from submitit.core.utils import FailedJobError, UncompletedJobError
 
         job = self.jobs[task.student]
         started = time.monotonic()
-        while not job.done():
+        while not job.paths.result_pickle.exists():
             if self.stopping.wait(POLL_S):
                 raise Cancelled()
+            if self.queue.gone(job.job_id) and not job.paths.result_pickle.exists():
+                log = _tail_lines(job.stdout() or "")
+                return self.ctx.error(task, f"{INFRA}slurm job {job.job_id} left the queue without a result (log {job.paths.stdout}):\n{log}", "none", time.monotonic() - started)
         try:
             result: Result = job.result()
         except (UncompletedJobError, FailedJobError) as exc:
             if self.stopping.is_set():
                 raise Cancelled() from None
-            lines = [line for line in str(exc).splitlines() if line.strip()]
-            reason = " | ".join(lines[:2] + lines[-3:]) if len(lines) > 5 else " | ".join(lines)
-            return self.ctx.error(task, f"{INFRA}slurm job {job.job_id} ended without a result (state {job.state}): {reason[:600]}", "none", time.monotonic() - started)
+            return self.ctx.error(task, f"{INFRA}slurm job {job.job_id} failed: {_tail_lines(str(exc))}", "none", time.monotonic() - started)
         result.submission.path = str(task.entry.source)
         result.submission.student = task.student
         return result
@@ -148,21 +152,65 @@ class SlurmRunner:
     def stop(self) -> None:
         """Ctrl-C: cancel the whole array."""
         self.stopping.set()
-        cancel(sorted({job.job_id.split("_")[0] for job in self.jobs.values()}))
+        cancel(sorted({job.job_id.split("_")[0] for job in self.jobs.values()}), self.name)
 
 
-def cancel(job_ids: list[str]) -> None:
+class QueueWatch:
+    """Which array elements Slurm still holds (pending, running, requeued), one squeue for all.
+
+    submitit learns that a job died without a result from sacct, which needs Slurm's accounting
+    database (many clusters have one; a small one may not) and is asked only every few minutes;
+    squeue is always there. An element is gone once squeue has not listed it for GONE_S.
+    """
+
+    GONE_S = 15.0
+
+    def __init__(self) -> None:
+        self.arrays: list[str] = []
+        self.present: set[str] = set()
+        self.missing_since: dict[str, float] = {}
+        self.asked = 0.0
+        self.lock = threading.Lock()
+
+    def gone(self, job_id: str) -> bool:
+        with self.lock:
+            now = time.monotonic()
+            if now - self.asked >= POLL_S:
+                self._ask(now)
+            if job_id in self.present:
+                self.missing_since.pop(job_id, None)
+                return False
+            first = self.missing_since.setdefault(job_id, now)
+            return now - first >= self.GONE_S
+
+    def _ask(self, now: float) -> None:
+        if not self.arrays:
+            return
+        try:
+            listed = subprocess.run(
+                ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(self.arrays)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+            )
+        except (OSError, subprocess.SubprocessError):
+            return  # no answer is not an answer: nothing counts as gone
+        if listed.returncode != 0 and "Invalid job id" not in listed.stderr:
+            return
+        self.present = set(listed.stdout.split())
+        self.asked = now
+
+
+def cancel(job_ids: list[str], name: str) -> None:
+    """scancel these jobs if they still carry this batch's job name (ids restart on a new cluster)."""
     if job_ids and shutil.which("scancel"):
-        subprocess.run(["scancel", *job_ids], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
+        subprocess.run(["scancel", f"--name={name}", *job_ids], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
 
 
-def cancel_stale(folder: Path) -> list[str]:
+def cancel_stale(folder: Path, name: str) -> list[str]:
     """The array a killed run of this batch left in the queue: cancelled, since this run grades it again."""
     try:
         ids = [str(i) for i in json.loads((folder / STATE).read_text()).get("jobs", [])]
     except (OSError, ValueError, AttributeError):
         return []
-    cancel(ids)
+    cancel(ids, name)
     (folder / STATE).unlink(missing_ok=True)
     return ids
 
@@ -179,12 +227,14 @@ def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Cons
     folder = out / FOLDER
     folder.mkdir(mode=0o700, exist_ok=True)
     os.chmod(folder, 0o700)
-    stale = cancel_stale(folder)
+    # one job name per output folder: scancel by id and name never hits another batch's jobs
+    name = f"grade-{hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:12]}"
+    stale = cancel_stale(folder, name)
     if stale:
         console.print(f"slurm: cancelled job array {', '.join(stale)} left by an earlier, killed run of this batch")
     gpus = args.slurm_gpus_per_task if args.slurm_gpus_per_task is not None else (1 if ctx.device == "cuda" else 0)
     params: dict[str, Any] = {
-        "job_name": f"grade-{ctx.assignment.assignment.name}"[:64],
+        "job_name": name,
         "time": time_limit_min(ctx, args.slurm_time),
         "ntasks_per_node": 1,
         "stderr_to_stdout": True,
@@ -202,6 +252,6 @@ def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Cons
     executor.update_parameters(**params)
     # ctx.hide holds the output folder (other students' unpacked archives and results) and the
     # submissions: on the filesystem every node shares, the same paths hide them there too
-    runner = SlurmRunner(ctx, node.recipe_for(ctx), executor, folder, ctx.hide)
+    runner = SlurmRunner(ctx, node.recipe_for(ctx), executor, folder, ctx.hide, name)
     meta = {"mode": "slurm", "partition": args.slurm_partition or "default", "gpus_per_task": gpus, "time_min": params["time"], "gpus": []}
     return runner, meta
