@@ -33,7 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterable
 
-STDLIB = frozenset(sys.stdlib_module_names)
+STDLIB = frozenset(sys.stdlib_module_names) | {"__main__"}
 _MACHINERY = (importlib.__file__ or "", __file__)
 
 

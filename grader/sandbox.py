@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from grader import kernel_cache, protocol, seccomp
+from grader import kernel_cache, protocol, seccomp, versions
 
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
@@ -672,6 +672,7 @@ class Worker:
         if self.config.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
             env["CUDA_VISIBLE_DEVICES"] = ""
+        env.update(versions.worker_env(versions.graded()))  # the namespace hides assignment/; extra_env may name another
         env.update(self.config.extra_env)
         return env
 
