@@ -23,6 +23,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -43,6 +44,7 @@ RETRIES = 3  # requeues after a time-out or preemption (Slurm's own requeue afte
 POLL_S = 2.0
 MARGIN_MIN = 5  # minutes on top of the spec's limits: Python and CUDA start-up on a cold node
 IN_FLIGHT = 256
+TEARDOWN_S = 3.0  # how long an element whose grading died waits for Slurm's SIGTERM before calling it an error
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +83,16 @@ class Element:
     def __call__(self, recipe: node.Recipe, student: str, source: str, sha: str, folder: str, work: str, committed: str, hide: list[str]) -> Result:
         here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
         gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or None) if recipe.device == "cuda" else None
+        # Slurm ends a job (requeue after a node failure, scancel, its time limit) by sending
+        # SIGTERM to every process of it at once: the grading dies with it, and what it leaves is
+        # no result. Exit without one, so Slurm's requeue (or the driver) decides what follows.
+        ending = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: ending.set())
         result = node.grade_folder(recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide])
+        if result.error.startswith(INFRA):
+            ending.wait(TEARDOWN_S)  # the signal may land a moment after the grading's death
+        if ending.is_set():
+            os._exit(143)
         result = node.where(result, here, gpu)
         if not result.error.startswith(INFRA):
             commit_result(result, Path(committed))  # the driver may be gone by now: the next run finds it
