@@ -21,7 +21,7 @@ def _fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
                 sv_b, sv_h, sv_n, sv_d, so_b, so_h, so_n, so_d,
                 num_heads, seq_q, seq_k, qk_scale_log2,
                 D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                IS_CAUSAL: tl.constexpr):
+                IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
     # causal: the last query blocks have the most keys, start them first
     n_qblocks = tl.cdiv(seq_q, BLOCK_M)
     if IS_CAUSAL:
@@ -52,7 +52,7 @@ def _fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
         cols = start_n + offs_n
         col_ok = cols < seq_k
         kT = tl.load(k_ptr + cols[None, :] * sk_n + offs_d[:, None] * sk_d, mask=col_ok[None, :], other=0.0)
-        s = tl.dot(q, kT) * qk_scale_log2
+        s = tl.dot(q, kT, input_precision=PRECISION) * qk_scale_log2
         keep = col_ok[None, :]
         if IS_CAUSAL:
             keep = keep & (cols[None, :] <= offs_m[:, None])
@@ -63,7 +63,7 @@ def _fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
         l_i = alpha * l_i + tl.sum(p, 1)
         v = tl.load(v_ptr + cols[:, None] * sv_n + offs_d[None, :] * sv_d, mask=col_ok[:, None], other=0.0)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc)
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
         m_i = m_new
 
     o = acc / l_i[:, None]
@@ -95,6 +95,8 @@ def _attn_backward(q, k, v, o, do, lse, scale: float, causal: bool):
 def _tiles(q):
     if not q.is_cuda:
         return 32, 16, 4
+    if q.dtype == torch.float32:  # twice the bytes and three products per dot
+        return 64, 32, 4
     if q.shape[-1] <= 64:
         return 128, 64, 8
     return 64, 64, 4
@@ -112,6 +114,8 @@ class FlashAttention2(torch.autograd.Function):
         _fwd_kernel[grid](q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
                           heads, seq_q, seq_k, LOG2E / math.sqrt(d),
                           D=d, BLOCK_M=block_m, BLOCK_N=block_n, IS_CAUSAL=is_causal,
+                          # plain tf32 cost me the fp32 tolerance on L; 3 tf32 passes is enough
+                          PRECISION="tf32x3" if q.dtype == torch.float32 else "tf32",
                           num_warps=warps, num_stages=2)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal = is_causal
