@@ -121,11 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_batch_parsers(sub, _common, _options, _hidden_paths)
     add_results_parsers(sub)
 
-    from grader import export, kernel_cache, leaderboard
+    from grader import export, kernel_cache, leaderboard, reference_cache
 
     export.add_parser(sub)
     kernel_cache.add_parser(sub)
     leaderboard.add_parser(sub)
+    reference_cache.add_parser(sub)
     return parser
 
 

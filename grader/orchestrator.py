@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from grader import kernel_cache, performance, protocol, scan, scoring, trace, versions
+from grader import kernel_cache, performance, protocol, reference_cache, scan, scoring, trace, versions
 from grader.checks import case_label, check_call, kernel_check
 from grader.fingerprint import fingerprint, suite_of
 from grader.problems import REGISTRY
@@ -371,6 +371,8 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     started = time.monotonic()
     submission = submission.resolve()
     device = resolve_device(options.device)
+    if device == "cuda" and options.time_performance:
+        reference_cache.activate(assignment.assignment.version)  # compiled and tuned once per machine
     config = SandboxConfig(device=device, hide=options.hide, worker_user=options.worker_user, extra_env=versions.worker_env(assignment.environment))
     warnings: list[str] = []
     if options.secret == DEFAULT_SECRET and assignment.has_hidden_cases:
