@@ -126,15 +126,8 @@ class OverlayCache(_file_cache_manager()):  # type: ignore[misc]
 
 def size(folder: Path) -> tuple[int, int]:
     """(files, bytes) under `folder`."""
-    files = total = 0
-    for dirpath, _dirs, names in os.walk(folder):
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-                files += 1
-            except OSError:
-                pass
-    return files, total
+    files = [p.lstat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
+    return len(files), sum(files)
 
 
 # -- `grader reference-cache` ----------------------------------------------------------------------
