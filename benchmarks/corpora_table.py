@@ -49,7 +49,13 @@ def describe(problem: dict[str, Any]) -> str:
     return text
 
 
-def honest_rows(base: Path, only: set[str]) -> list[tuple[str, str, str, bool]]:
+def show(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row as soon as it is known: a run cut short by its time limit still tells what it saw."""
+    print(f"| {row[0]} | {row[1]} | {row[2]} | {row[4] if len(row) > 4 else ''} | {'yes' if row[3] else '**NO**'} | {row[5] if len(row) > 5 else 0:.0f} |", flush=True)
+    return row
+
+
+def honest_rows(base: Path, only: set[str], untimed: set[str]) -> list[tuple[Any, ...]]:
     spec = __import__("grader.spec", fromlist=["load_assignment"]).load_assignment(hidden=False)
     rows = []
     for entry in tomllib.loads((HONEST / "corpus.toml").read_text())["submission"]:
@@ -57,17 +63,20 @@ def honest_rows(base: Path, only: set[str]) -> list[tuple[str, str, str, bool]]:
             continue
         sub = base / "honest" / entry["name"] / "submission"
         shutil.copytree(HONEST / "submissions" / entry["name"], sub)
-        result, seconds, err = grade(sub, sub.parent / "out", entry["problems"], [])
+        timed = entry["name"] not in untimed
+        result, seconds, err = grade(sub, sub.parent / "out", entry["problems"], [] if timed else ["--no-timing"])
         for name in entry["problems"]:
             want = spec.problem(name).points.correctness
             problem = next((p for p in (result or {}).get("problems", []) if p["name"] == name), None)
             if problem is None:
-                rows.append((f"honest `{entry['name']}`", name, "no result: " + err.replace("\n", " ")[-200:], False))
+                rows.append(show((f"honest `{entry['name']}`", name, "a result", False, "no result: " + err.replace("\n", " ")[-200:], seconds)))
                 continue
             correct = sum(t["score"] for t in problem["tests"])
             perf = problem["performance"] or {}
-            ok = abs(correct - want) < 1e-3 and perf.get("status") == "measured" and not any(s["flags"] for s in perf.get("shapes", []))
-            rows.append((f"honest `{entry['name']}`", name, f"full correctness ({want:g}), measured, no flag", ok, describe(problem), seconds))
+            measured = perf.get("status") == "measured" and not any(s["flags"] for s in perf.get("shapes", []))
+            ok = abs(correct - want) < 1e-3 and (measured or not timed)
+            expected = f"full correctness ({want:g})" + (", measured, no flag" if timed else " (run with --no-timing)")
+            rows.append(show((f"honest `{entry['name']}`", name, expected, ok, describe(problem), seconds)))
     return rows
 
 
@@ -89,7 +98,7 @@ def adversarial_rows(base: Path, only: set[str]) -> list[tuple[Any, ...]]:
         if "measured_below" in entry or entry.get("honest"):
             expected.append("performance measured, no flag" + (f", ratio < {entry['measured_below']}" if "measured_below" in entry else ""))
         if problem is None:
-            rows.append((f"`{entry['name']}`", entry["problem"], "; ".join(e for e in expected if e), False, "no result: " + err.replace("\n", " ")[-200:], seconds))
+            rows.append(show((f"`{entry['name']}`", entry["problem"], "; ".join(e for e in expected if e), False, "no result: " + err.replace("\n", " ")[-200:], seconds)))
             continue
         perf = problem.get("performance") or {}
         ok = ("verdict" not in entry or problem["status"] == entry["verdict"]) and ("score" not in entry or abs(problem["score"] - entry["score"]) < 1e-3)
@@ -97,7 +106,7 @@ def adversarial_rows(base: Path, only: set[str]) -> list[tuple[Any, ...]]:
             ok &= perf.get("status") in entry["performance"] and not perf.get("score")
         if "measured_below" in entry or entry.get("honest"):
             ok &= perf.get("status") == "measured" and all(s["ratio"] and s["ratio"] < entry.get("measured_below", 1e9) and not s["flags"] for s in perf.get("shapes", []))
-        rows.append((f"`{entry['name']}`", entry["problem"], "; ".join(e for e in expected if e), ok, describe(problem), seconds))
+        rows.append(show((f"`{entry['name']}`", entry["problem"], "; ".join(e for e in expected if e), ok, describe(problem), seconds)))
     return rows
 
 
@@ -107,17 +116,18 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated entry names")
     parser.add_argument("--skip-honest", action="store_true")
     parser.add_argument("--skip-adversarial", action="store_true")
+    parser.add_argument("--untimed", default="", help="honest entries graded with --no-timing (correctness only)")
     args = parser.parse_args()
     only = {n for n in args.only.split(",") if n}
     base = args.out / "work"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
+    header = ["| entry | problem | expected | got | match | s |", "| --- | --- | --- | --- | --- | ---: |"]
+    print("\n".join(header), flush=True)
     rows = [] if args.skip_adversarial else adversarial_rows(base, only)
-    rows += [] if args.skip_honest else honest_rows(base, only)
-    lines = ["| entry | problem | expected | got | match | s |", "| --- | --- | --- | --- | --- | ---: |"]
-    lines += [f"| {r[0]} | {r[1]} | {r[2]} | {r[4] if len(r) > 4 else ''} | {'yes' if r[3] else '**NO**'} | {r[5] if len(r) > 5 else 0:.0f} |" for r in rows]
+    rows += [] if args.skip_honest else honest_rows(base, only, {n for n in args.untimed.split(",") if n})
+    lines = header + [f"| {r[0]} | {r[1]} | {r[2]} | {r[4] if len(r) > 4 else ''} | {'yes' if r[3] else '**NO**'} | {r[5] if len(r) > 5 else 0:.0f} |" for r in rows]
     table = "\n".join(lines)
-    print(table)
     (args.out / "corpora.md").write_text(table + "\n")
     return 0 if all(r[3] for r in rows) else 1
 

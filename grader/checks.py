@@ -28,9 +28,13 @@ def _fmt(x: float) -> str:
 
 
 def compare(name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str | None:
-    """None when `actual` matches `expected` (float64); else a message with errors and indices."""
-    act = actual.detach().to("cpu", torch.float64)
-    exp = expected.detach().to("cpu", torch.float64)
+    """None when `actual` matches `expected` (float64); else a message with errors and indices.
+
+    Compared on `expected`'s device: the timed rounds' samples are checked on the GPU, where their
+    float64 definitions were computed (a CPU comparison cost more than the rest of the check).
+    """
+    exp = expected.detach().to(torch.float64)
+    act = actual.detach().to(exp.device, torch.float64)
     act_nan, exp_nan = torch.isnan(act), torch.isnan(exp)
     act_inf, exp_inf = torch.isinf(act), torch.isinf(exp)
     finite = ~(exp_nan | exp_inf) & ~(act_nan | act_inf)
