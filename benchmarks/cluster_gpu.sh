@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The GPU half of issue 22, on one GPU machine; logs and JSON under $OUT.
+#   refcache: a student's first grading with every cache empty, then another student's first
+#             grading (its own kernel cache empty) with the reference cache that the first one
+#             left: what compiling and tuning the reference once per machine saves
+#   ray:      `grader batch --backend ray` (a Ray instance started for the batch, one GPU) on the
+#             bundled examples with timing on, beside `--gpus 0` (the local subprocess runner)
+#   STEPS=refcache,ray benchmarks/cluster_gpu.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/cluster-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+STEPS=${STEPS:-refcache,ray}
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+step() { echo; echo "== [$(date +%T)] $*"; }
+seconds() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['duration_s'])" "$1"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+
+if has refcache; then
+  export GRADER_REFERENCE_CACHE=$(mktemp -d)
+  step "first grading, every cache empty (reference cache: $GRADER_REFERENCE_CACHE)"
+  start=$(date +%s.%N)
+  GRADER_TRACE=1 GRADER_KERNEL_CACHE=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) \
+    python3 -m grader.cli grade examples/submissions/correct --out "$OUT/refcache-cold" --device cuda >"$OUT/refcache-cold.log" 2>&1
+  cold=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+  python3 -m grader.cli reference-cache path
+  du -sh "$GRADER_REFERENCE_CACHE"
+  step "another first grading (empty kernel cache), the reference cache present"
+  start=$(date +%s.%N)
+  GRADER_TRACE=1 GRADER_KERNEL_CACHE=$(mktemp -d) \
+    python3 -m grader.cli grade examples/submissions/correct --out "$OUT/refcache-warm" --device cuda >"$OUT/refcache-warm.log" 2>&1
+  warm=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+  echo "wall: cold $cold s, with the reference cache $warm s"
+  echo "grading duration_s: cold $(seconds "$OUT/refcache-cold/result.json"), with the reference cache $(seconds "$OUT/refcache-warm/result.json")"
+  python3 - "$OUT" <<'EOF'
+import json, sys
+out = sys.argv[1]
+for name in ("refcache-cold", "refcache-warm"):
+    r = json.load(open(f"{out}/{name}/result.json"))
+    print(name, "score", r["score"], {p["name"]: round(p["score"], 2) for p in r["problems"]})
+EOF
+  grep -h "reference and PyTorch: inputs, warm-up" "$OUT"/refcache-*.log | head -n 20
+  unset GRADER_REFERENCE_CACHE
+fi
+
+if has ray; then
+  if ! python3 -c "import ray, submitit" 2>/dev/null; then
+    echo "ray step skipped: no ray here (carry its wheels in .whl/ and pip install them: pip install --no-index .whl/*.whl)"
+  else
+    step "grader batch --gpus 0 (local subprocess runner)"
+    start=$(date +%s.%N)
+    python3 -m grader.cli batch examples/submissions --out "$OUT/batch-local" --device cuda --gpus 0 >"$OUT/batch-local.log" 2>&1
+    echo "local: $(python3 -c "import time; print(round(time.time() - $start, 1))") s"; cat "$OUT/batch-local/gradebook.csv"
+    step "grader batch --backend ray (one GPU)"
+    start=$(date +%s.%N)
+    RAY_USAGE_STATS_ENABLED=0 python3 -m grader.cli batch examples/submissions --out "$OUT/batch-ray" --device cuda --backend ray >"$OUT/batch-ray.log" 2>&1
+    echo "ray: $(python3 -c "import time; print(round(time.time() - $start, 1))") s"; cat "$OUT/batch-ray/gradebook.csv"
+  fi
+fi
