@@ -5,7 +5,8 @@ the batch (grader.cluster.node); on the node it runs `grader grade` as a subproc
 grading container with --docker, and returns result.json, report.html and gradescope/ as bytes
 in its return object: the driver needs no filesystem shared with the nodes. The driver checks
 what came back as it checks a local run, and batch.py commits it, so resume, atomic files and
-error rows are the local backend's.
+error rows are the local backend's. OUT/.ray/tasks.jsonl has a line per task: when it was sent,
+started and ended on its node, and came back (benchmarks/cluster_overhead.py reads it).
 
 Failures: a node that dies (or a worker process that is killed) is a system failure, and Ray runs
 the task again elsewhere, up to RETRIES times. Whatever the student's code does ends in a result
@@ -75,6 +76,7 @@ def grade_on_node(recipe: node.Recipe, student: str, source: str, sha: str, modu
     """The Ray task: unpack, grade with the local runner, return the record and its files' bytes."""
     import ray
 
+    started = time.time()
     node_id = ray.get_runtime_context().get_node_id()
     here = f"{socket.gethostname()}:{node_id[:8]}"
     gpu = ",".join(str(g) for g in ray.get_gpu_ids()) or None
@@ -84,7 +86,7 @@ def grade_on_node(recipe: node.Recipe, student: str, source: str, sha: str, modu
         work = scratch / "work"
         result = node.grade_folder(recipe, student, source, sha, folder, work, gpu, hide=[scratch])
         files = node.read_outputs(work / "out") if result.status == "graded" else {}
-        return {"result": result.model_dump_json(), "files": files, "node": here, "gpu": gpu}
+        return {"result": result.model_dump_json(), "files": files, "node": here, "gpu": gpu, "started": started, "ended": time.time()}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -97,10 +99,11 @@ class RayRunner:
 
     parallel = True
 
-    def __init__(self, ctx: Context, recipe: node.Recipe, options: dict[str, Any]) -> None:
+    def __init__(self, ctx: Context, recipe: node.Recipe, options: dict[str, Any], log: Path) -> None:
         import ray
 
         self.ctx = ctx
+        self.log = log  # a line per task: when it was sent, started and ended on its node, came back
         self.slots: list[str | None] = [None] * IN_FLIGHT
         self.recipe = ray.put(recipe)  # once, not once per student
         self.remote = ray.remote(grade_on_node).options(max_retries=RETRIES, retry_exceptions=False, **options)
@@ -116,7 +119,7 @@ class RayRunner:
         assert task.folder is not None
         if self.stopping.is_set():
             raise Cancelled()
-        started = time.monotonic()
+        started, sent = time.monotonic(), time.time()
         ref = self.remote.remote(self.recipe, task.student, str(task.entry.source), task.sha, self.modules, node.pack(task.folder))
         with self._lock:
             self._live[task.student] = ref
@@ -131,6 +134,9 @@ class RayRunner:
         finally:
             with self._lock:
                 self._live.pop(task.student, None)
+        line = {"student": task.student, "node": reply["node"], "sent": sent, "started": reply["started"], "ended": reply["ended"], "received": time.time()}
+        with self._lock, open(self.log, "a") as handle:
+            handle.write(json.dumps(line) + "\n")
         return self.receive(task, reply, time.monotonic() - started)
 
     def receive(self, task: Task, reply: dict[str, Any], elapsed: float) -> Result:
@@ -192,14 +198,19 @@ def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Cons
         label = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
         plan = node.DockerPlan(image, getattr(args, "memory", None) or "16g", getattr(args, "pids", None) or 4096, getattr(args, "cpus", None), label)
     options = task_options(ctx.device, getattr(args, "ray_resources", None))
+    connecting = time.monotonic()
     cluster = connect(getattr(args, "ray_address", None))
+    connect_s = round(time.monotonic() - connecting, 1)
     wanted = {"CPU": options["num_cpus"], "GPU": options["num_gpus"], **options.get("resources", {})}
     short = [f"{k} (a grading asks for {v:g}, the cluster has {cluster['resources'].get(k, 0):g})" for k, v in wanted.items() if v > cluster["resources"].get(k, 0)]
     if short:
         raise BatchError(f"no node of the Ray cluster can run a grading: too little {', '.join(short)}; see --ray-resources")
-    console.print(f"ray: {cluster['nodes']} node(s), {', '.join(f'{k} {v:g}' for k, v in sorted(cluster['resources'].items()) if k in wanted)}")
-    runner = RayRunner(ctx, node.recipe_for(ctx, plan), options)
-    meta = {"mode": "ray" + (" docker" if plan else ""), "ray_address": getattr(args, "ray_address", None) or "local", "nodes": cluster["nodes"], "request": wanted, "gpus": []}
+    offered = ", ".join(f"{k} {v:g}" for k, v in sorted(cluster["resources"].items()) if k in wanted)
+    console.print(f"ray: {cluster['nodes']} node(s), {offered} ({'joined' if getattr(args, 'ray_address', None) else 'started'} in {connect_s:g} s)")
+    log = out / ".ray" / "tasks.jsonl"
+    log.parent.mkdir(exist_ok=True)
+    runner = RayRunner(ctx, node.recipe_for(ctx, plan), options, log)
+    meta = {"mode": "ray" + (" docker" if plan else ""), "ray_address": getattr(args, "ray_address", None) or "local", "nodes": cluster["nodes"], "request": wanted, "connect_s": connect_s, "gpus": []}
     if plan:
         meta["image"] = plan.image
     return runner, meta

@@ -180,14 +180,18 @@ class QueueWatch:
         self.arrays: list[str] = []
         self.present: set[str] = set()
         self.missing_since: dict[str, float] = {}
-        self.asked = 0.0
+        self.asked = self.tried = 0.0  # when squeue last answered, when it was last asked
         self.lock = threading.Lock()
 
     def gone(self, job_id: str) -> bool:
         with self.lock:
             now = time.monotonic()
-            if now - self.asked >= POLL_S:
+            if now - self.tried >= POLL_S:
+                self.tried = now
                 self._ask(now)
+            if now - self.asked > 3 * POLL_S:
+                self.missing_since.clear()  # squeue has not answered lately: nothing is known gone
+                return False
             if job_id in self.present:
                 self.missing_since.pop(job_id, None)
                 return False
