@@ -434,7 +434,7 @@ def _enter_namespace(setup: _ChildSetup) -> None:
     os.chdir(setup.cwd)
 
 
-def _as_worker(ns_fd: int, uid: int | None, gid: int | None) -> Callable[[], None]:
+def _as_worker(ns_fd: int, uid: int | None, gid: int | None, filtered: bool) -> Callable[[], None]:
     """Pre-exec of a helper that must act with the worker's credentials alone (save_kernel_cache):
     its mount namespace (when `ns_fd` >= 0), its uid and gid, no_new_privs and the seccomp filter."""
 
@@ -448,7 +448,7 @@ def _as_worker(ns_fd: int, uid: int | None, gid: int | None) -> Callable[[], Non
             os.setgroups([])
             os.setresgid(gid, gid, gid)  # type: ignore[arg-type]
             os.setresuid(uid, uid, uid)
-        if seccomp.available():
+        if filtered:
             seccomp.worker_filter().install()
 
     return run
@@ -889,7 +889,7 @@ class Worker:
                 helper = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}, cwd="/", start_new_session=True,
-                    preexec_fn=_as_worker(ns_fd, self.plan.uid, self.plan.gid),
+                    preexec_fn=_as_worker(ns_fd, self.plan.uid, self.plan.gid, seccomp.available()),
                 )
         except (OSError, subprocess.SubprocessError):
             return None

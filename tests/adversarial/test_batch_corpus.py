@@ -9,6 +9,7 @@ against what each mode wrote.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import json
@@ -162,3 +163,20 @@ def test_results_are_readable_json_whatever_the_names(graded: tuple[str, Path, d
     for path in [*out.glob("*/result.json"), *out.glob("*/report.html"), out / "gradebook.csv", out / "summary.json"]:
         path.read_bytes().decode("utf-8")
     json.loads((out / "summary.json").read_text())
+
+
+def test_a_result_that_cannot_be_written_is_that_students_error_row(tmp_path: Path) -> None:
+    """Whatever stops a student's result from being written, the batch goes on past it, twice."""
+    subs, out = tmp_path / "subs", tmp_path / "grades"
+    for student in ("blocked", "later"):
+        (subs / student).mkdir(parents=True)
+        (subs / student / "gelu.py").write_bytes(CORRECT_GELU)
+    out.mkdir()
+    (out / "blocked").write_text("a stray file where the student's folder goes\n")
+    secret_file = tmp_path / "secret.txt"
+    secret_file.write_text(SECRET)
+    for _ in range(2):
+        assert _batch(subs, out, secret_file, "in-process") == 0
+        rows = {r["student"]: r for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
+        assert rows["blocked"]["status"] == "error" and "could not write this student's result" in rows["blocked"]["error"], rows["blocked"]
+        assert rows["later"]["status"] == "graded", rows["later"]
