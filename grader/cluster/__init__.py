@@ -34,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def make_runner(ctx: Any, args: argparse.Namespace, out: Path, console: Console) -> tuple[Any, dict[str, Any]]:
     """The runner for args.backend and the gradebook's metadata about it."""
+    from grader.batch import BatchError
+
+    if getattr(args, "gpus", None) or (getattr(args, "jobs", 1) or 1) > 1:
+        how = "--ray-resources" if args.backend == "ray" else "--slurm-gpus-per-task"
+        raise BatchError(f"--backend {args.backend} places each grading itself: drop --gpus and --jobs (what one grading gets: {how})")
     if args.backend == "ray":
         from grader.cluster.ray_backend import make_runner as make_ray
 

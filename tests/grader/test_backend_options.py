@@ -98,3 +98,11 @@ def test_slurm_refuses_docker_before_queueing_anything(tmp_path: Path) -> None:
     code = cli.main(["batch", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--device", "cpu", "--problems", "gelu", "--backend", "slurm", "--docker"])
     assert code == 2
     assert not (tmp_path / "out" / ".slurm").exists()
+
+
+@pytest.mark.parametrize("extra", [["--gpus", "0"], ["--jobs", "4"]])
+def test_the_engine_places_gradings_not_gpus_or_jobs(tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    code = cli.main(["batch", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--device", "cpu", "--problems", "gelu", "--backend", "ray", *extra])
+    assert code == 2
+    assert "--ray-resources" in capsys.readouterr().err
