@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tarfile
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any, Callable
@@ -96,6 +97,16 @@ def _batch(subs: Path, out: Path, secret_file: Path, mode: str) -> int:
     return batch.run_batch(args, cli._options, cli._hidden_paths)
 
 
+def _outside_tmp(request: pytest.FixtureRequest) -> Path:
+    """A folder outside /tmp (which the worker's namespace replaces anyway), world-readable, as a
+    staff secret file's folder may be: only the batch's hiding keeps the file from the worker."""
+    base = Path("/run") if os.access("/run", os.W_OK) else None
+    folder = Path(tempfile.mkdtemp(prefix="grader-batch-corpus-", dir=base))
+    os.chmod(folder, 0o755)
+    request.addfinalizer(lambda: shutil.rmtree(folder, ignore_errors=True))
+    return folder
+
+
 @pytest.fixture(scope="module", params=[pytest.param(m, marks=[pytest.mark.docker] if m == "docker" else []) for m in MODES])
 def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[str, Result]]:
     """The whole class graded twice in one mode; (mode, results folder, student -> result)."""
@@ -103,8 +114,9 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if mode == "docker":
         _image()
     base = tmp_path_factory.mktemp(f"class-{mode}")
-    subs, out, secret_file = base / "subs", base / "grades", base / "secret.txt"
+    subs, out = base / "subs", base / "grades"
     subs.mkdir()
+    secret_file = _outside_tmp(request) / "secret.txt"
     secret_file.write_text(SECRET + "\n")
     for entry in BATCH:
         BUILD[entry["name"]](subs, secret_file)
