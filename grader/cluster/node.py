@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import io
 import os
+import re
 import socket
 import tarfile
 from dataclasses import dataclass
@@ -151,7 +152,8 @@ def _docker_runner(ctx: Context, plan: DockerPlan, gpu: str | None) -> DockerRun
     info = inspect_image(client, plan.image)
     if info.version and info.version != ctx.assignment.assignment.version:
         raise NodeError(f"node {socket.gethostname()}: the image {plan.image} grades version {info.version}, not {ctx.assignment.assignment.version}: rebuild it there")
-    cpus = plan.cpus or max(1.0, float(os.cpu_count() or 2) / 2)
+    gpus = len([d for d in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", d)]) if os.path.isdir("/dev") else 0
+    cpus = plan.cpus or max(1.0, float(os.cpu_count() or 2) / max(1, gpus))  # the node's cores shared out over its GPUs
     limits = ContainerLimits(memory=plan.memory, pids=plan.pids, cpus=cpus, wall_s=ctx.wall_s)
     return DockerRunner(ctx, [gpu], client, plan.image, limits, plan.label)
 
