@@ -8,11 +8,31 @@ from grader.records import ProblemResult, TestResult
 from grader.spec import Case, Problem, Thresholds
 
 
+SHARE_UNIT = 1e-4  # case shares are kept to four decimals
+
+
+def case_shares(points: float, weights: list[float]) -> list[float]:
+    """`points` split by weight into shares of four decimals that add up to `points` exactly.
+
+    Rounding each share on its own let eleven matmul cases add up to 20.0002 of 20; the units
+    left over after rounding down go to the largest remainders (ties: the earlier case).
+    """
+    total = sum(weights)
+    if not total:
+        return [0.0] * len(weights)
+    units = round(points / SHARE_UNIT)
+    raw = [units * w / total for w in weights]
+    shares = [math.floor(r) for r in raw]
+    for i in sorted(range(len(raw)), key=lambda i: (shares[i] - raw[i], i))[: units - sum(shares)]:
+        shares[i] += 1
+    return [round(u * SHARE_UNIT, 4) for u in shares]
+
+
 def assign_case_points(problem: Problem, cases: list[Case], tests: list[TestResult], cheat: str | None) -> None:
     """Split the problem's correctness points over its cases by weight; a cheat earns nothing."""
-    total = sum(c.weight for c in cases)
-    for case, test in zip(cases, tests):
-        test.max_score = round(problem.points.correctness * case.weight / total, 4) if total else 0.0
+    shares = case_shares(problem.points.correctness, [c.weight for c in cases])
+    for share, test in zip(shares, tests):
+        test.max_score = share
         if cheat and test.status == "passed":
             test.status, test.message = "failed", f"right values, but the kernel check failed: {cheat}"
         test.score = test.max_score if test.status == "passed" else 0.0

@@ -77,3 +77,15 @@ def test_thresholds_must_be_ordered() -> None:
 
 def test_geomean() -> None:
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("cases", [1, 3, 7, 11, 13, 14])
+def test_case_shares_add_up_to_the_points_exactly(cases: int) -> None:
+    """Shares rounded one by one once gave eleven matmul cases 20.0002 of 20 points."""
+    from grader.scoring import case_shares
+
+    shares = case_shares(20, [1.0] * cases)
+    assert round(sum(shares), 6) == 20.0
+    assert max(shares) - min(shares) <= 1e-4 + 1e-12
+    weighted = case_shares(15, [1.0, 2.0, 0.5])
+    assert round(sum(weighted), 6) == 15.0 and weighted[1] > weighted[0] > weighted[2]
