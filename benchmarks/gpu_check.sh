@@ -81,7 +81,8 @@ PY
 fi
 if has corpora; then
   step "both corpora on the GPU, one grading at a time (benchmarks/corpora_table.py)"
-  python3 benchmarks/corpora_table.py --out "$OUT/corpora" ${CORPORA_ARGS:-} 2>&1 | tail -n 60
+  # no tail: rows print as they land, so a run cut short by its time limit still shows them
+  python3 benchmarks/corpora_table.py --out "$OUT/corpora" ${CORPORA_ARGS:-} 2>&1
 fi
 if has agreement; then
   step "timing agreement with do_bench"
