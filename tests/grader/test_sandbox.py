@@ -146,6 +146,14 @@ say(seccomp=[l.split()[1] for l in open("/proc/self/status") if l.startswith("Se
     assert worker.isolation == worker.plan.level, "with the filter, the recorded isolation is the plain level"
 
 
+def test_without_the_filter_the_worker_runs_and_the_record_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An architecture without a filter here (or a kernel without seccomp) still grades, and says so."""
+    monkeypatch.setattr(seccomp, "available", lambda: False)
+    worker, greeting, _lines = run_worker(submission(tmp_path, ""))
+    assert greeting["status"] == "ready", worker.output()
+    assert worker.isolation.startswith(f"{worker.plan.level}, without the seccomp filter")
+
+
 def test_the_filter_is_classic_bpf_for_both_architectures() -> None:
     for machine in ("x86_64", "aarch64"):
         code = seccomp.program(machine)
