@@ -129,6 +129,20 @@ STRINGS = {
 }
 
 
+# making namespaces or mounts: a way to change what the grader reads (issue 17); refused by the
+# worker's seccomp filter, reported so that a human sees the attempt
+NAMESPACE_CALLS = {"unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroot"}
+NAMESPACE_TOOLS = {"unshare", "nsenter", "mount", "umount", "pivot_root", "chroot", "bwrap", "/usr/bin/unshare", "/bin/mount"}
+
+
+def _first_items(node: ast.Call) -> list[ast.AST]:
+    """The first argument of a call, and the first item of it when it is a list (subprocess argv)."""
+    if not node.args:
+        return []
+    first = node.args[0]
+    return [first, *first.elts[:1]] if isinstance(first, (ast.List, ast.Tuple)) else [first]
+
+
 def _dotted(node: ast.AST) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
@@ -191,6 +205,11 @@ class _Scanner:
         name = _dotted(node.func)
         if name in CALLS:
             self.add(node, *CALLS[name])
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if called in NAMESPACE_CALLS:
+            self.add(node, "namespace", f"calls {called}() (namespaces and mounts are refused in the worker: issue 17)")
+        elif any(isinstance(a, ast.Constant) and a.value in NAMESPACE_TOOLS for a in _first_items(node)):
+            self.add(node, "namespace", "runs a namespace or mount tool (refused in the worker: issue 17)")
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("read_text", "read_bytes", "write_text", "write_bytes", "open", "unlink", "rename", "replace", "symlink_to"):
             if name not in CALLS:
                 self.add(node, "file-access", f"calls .{node.func.attr}() (a file read or write through pathlib?)")

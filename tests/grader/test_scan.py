@@ -67,6 +67,25 @@ def test_each_pattern_is_reported_with_file_and_line(tmp_path: Path) -> None:
     assert expected <= set(found), sorted(expected - set(found))
 
 
+def test_namespace_and_mount_attempts_are_reported(tmp_path: Path) -> None:
+    found = scan(
+        tmp_path,
+        **{
+            "gelu.py": """\
+                import ctypes, os, subprocess
+                libc = ctypes.CDLL(None)
+                libc.unshare(0x10000000)
+                os.setns(3, 0)
+                subprocess.run(["unshare", "-Urm", "true"])
+                subprocess.run("mount --bind /etc /tmp/x", shell=True)
+                libc.amount(1)
+            """,
+        },
+    )
+    namespace = sorted(line for file, line, rule in found if rule == "namespace")
+    assert namespace == [3, 4, 5], found
+
+
 def test_honest_code_has_no_findings() -> None:
     for folder in (ROOT / "examples" / "submissions" / "correct", ROOT / "student_template", ROOT / "reference"):
         assert scan_submission(folder) == [], folder
