@@ -48,7 +48,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from grader import archives, gradebook, gradescope, kernel_cache, rescore
+from grader import archives, gradebook, gradescope_metadata, kernel_cache, rescore
 from grader.containers import Cancelled
 from grader.orchestrator import DEFAULT_SECRET, GradeOptions, grade, resolve_device, submission_hash
 from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
@@ -138,7 +138,7 @@ def read_manifest(root: Path) -> dict[str, str]:
 
 
 # submission folder -> student id from an export's submission_metadata.yml (read as YAML)
-read_gradescope_metadata = gradescope.read_export_metadata
+read_gradescope_metadata = gradescope_metadata.read_export_metadata
 
 
 def _gradescope_entries(folder: Path) -> list[tuple[str, Path]]:

@@ -126,7 +126,7 @@ def _submission_folder(upload: Path, scratch: Path, modules: list[str]) -> Path:
 
 def run(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None = None) -> int:
     """Grade the upload on the CPU and write Gradescope's results.json; never exits without one."""
-    from grader import gradescope
+    from grader import gradescope_metadata
     from grader.cli import _hidden_paths
     from grader.orchestrator import GradeOptions, grade
 
@@ -142,7 +142,7 @@ def run(source: Path, upload: Path, metadata: Path, results: Path, problems: lis
                 secret=secret_file.read_text().strip(),
                 problems=problems,
                 hide=hide,
-                student=gradescope.read_submission_metadata(metadata),
+                student=gradescope_metadata.read_submission_metadata(metadata),
             )
             result = grade(assignment, folder, options)
         text = gradescope.results_json(result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grader import batch, gradescope
+from grader import batch, gradescope, gradescope_metadata
 from grader.records import AssignmentRef, Environment, Performance, ProblemResult, Result, SubmissionRef, TestResult
 
 
@@ -92,6 +92,6 @@ def test_export_metadata_is_read_as_yaml(tmp_path: Path) -> None:
 def test_autograder_metadata_json(tmp_path: Path) -> None:
     path = tmp_path / "submission_metadata.json"
     path.write_text(json.dumps({"id": 1, "users": [{"email": "a@u.edu", "id": 7, "name": "A", "sid": "s-1"}, {"email": "b@u.edu", "name": "B"}]}))
-    assert gradescope.read_submission_metadata(path) == "s-1+b"
+    assert gradescope_metadata.read_submission_metadata(path) == "s-1+b"
     path.write_text("not json")
-    assert gradescope.read_submission_metadata(path) is None
+    assert gradescope_metadata.read_submission_metadata(path) is None
