@@ -2,8 +2,8 @@
 
 The driver turns its batch context into a `Recipe` (plain data, picklable, none of the driver's
 paths); the node loads its own copy of the spec, checks that it is the driver's (same version,
-same hidden cases), rebuilds the batch context and runs batch.py's subprocess or Docker runner on
-the student's files. So a node grades exactly as `grader batch --jobs N` or `--docker` would on
+same hidden cases), rebuilds the batch context and runs batch.py's subprocess, Docker or (in a
+process of its own per student) in-process runner on the student's files. So a node grades exactly as `grader batch --jobs N` or `--docker` would on
 one machine: `grader grade` in a child process with its sandbox, or the grading container.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import archives
-from grader.batch import MAX_RESULT_BYTES, ROOT, Context, DockerRunner, Entry, SubprocessRunner, Task, _selected
+from grader.batch import MAX_RESULT_BYTES, ROOT, Context, DockerRunner, Entry, InProcessRunner, SubprocessRunner, Task, _selected
 from grader.orchestrator import GradeOptions, submission_files
 from grader.records import Result
 from grader.spec import Assignment, load_assignment
@@ -129,14 +129,18 @@ def node_context(recipe: Recipe, hide: list[Path]) -> Context:
     return Context(assignment, _selected(assignment, recipe.problems), options, args, recipe.device, recipe.wall_s, hide)
 
 
-def grade_folder(recipe: Recipe, student: str, source: str, sha: str, folder: Path, work: Path, gpu: str | None, hide: list[Path]) -> Result:
+def grade_folder(recipe: Recipe, student: str, source: str, sha: str, folder: Path, work: Path, gpu: str | None, hide: list[Path], in_process: bool = False) -> Result:
     """Grade `folder` here with the local runner the recipe names; raw output goes to work/out.
 
     `hide`: what the student's worker must not see on this node (other students' files).
+    `in_process`: grade() in this process, for a process that exists for this one student (a
+    Slurm element): it has paid for Python and torch already, a `grader grade` child would again.
     """
     ctx = node_context(recipe, hide)
     task = Task(Entry(student, Path(source), "folder"), out=work / "committed", work=work, folder=folder, sha=sha)
     work.mkdir(parents=True, exist_ok=True)
+    if in_process and recipe.docker is None:
+        return InProcessRunner(ctx).run(task, gpu)
     runner = SubprocessRunner(ctx, [gpu]) if recipe.docker is None else _docker_runner(ctx, recipe.docker, gpu)
     try:
         return runner.run(task, gpu)

@@ -2,8 +2,8 @@
 
 Slurm clusters share a filesystem between the login node and the compute nodes, so nothing
 travels but paths: element i grades student i's folder (the submissions folder, or the archive
-unpacked under OUT/.work/) with `grader grade` in a child process and its own sandbox (Docker is
-rarely allowed there), and commits result.json, report.html and gradescope/ into OUT/<student>/
+unpacked under OUT/.work/) as `grader grade` does, in the element's own process with the grader's
+sandbox for the student's code (Docker is rarely allowed there), and commits result.json, report.html and gradescope/ into OUT/<student>/
 itself, so a driver that dies (a closed ssh session on the login node) loses nothing: the next
 run finds the results by content hash. The driver waits for each element and commits what it
 returns, as it does a local run's.
@@ -88,7 +88,8 @@ class Element:
         # no result. Exit without one, so Slurm's requeue (or the driver) decides what follows.
         ending = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: ending.set())
-        result = node.grade_folder(recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide])
+        # this process exists for this one student and has imported torch already: grade here
+        result = node.grade_folder(recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide], in_process=True)
         if result.error.startswith(INFRA):
             ending.wait(TEARDOWN_S)  # the signal may land a moment after the grading's death
         if ending.is_set():

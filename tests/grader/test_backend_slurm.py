@@ -37,22 +37,31 @@ def _slurm_ready() -> str:
 pytestmark = pytest.mark.skipif(bool(_slurm_ready()), reason=_slurm_ready() or "Slurm is ready")
 
 
-def _grading(out: Path) -> tuple[str, str] | None:
-    """(array element, student) of a `grader grade` that an element of this batch runs now."""
-    work = f"{out}/.work/"
+def _processes() -> list[tuple[int, int, str, dict[str, str]]]:
+    """(pid, parent pid, command line, environment) of every process this user can read."""
+    found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if "grader.cli grade" not in cmdline or work not in cmdline:
-                continue
-            env = dict(line.split("=", 1) for line in (proc / "environ").read_bytes().decode(errors="replace").split("\0") if "=" in line)
-        except OSError:
+            raw = (proc / "environ").read_bytes().decode(errors="replace")
+        except (OSError, IndexError, ValueError):
             continue
-        student = re.search(re.escape(work) + r"([^/\s]+)/", cmdline)
-        if student and "SLURM_ARRAY_JOB_ID" in env:
-            return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}", student.group(1)
+        found.append((int(proc.name), ppid, cmdline, dict(e.split("=", 1) for e in raw.split("\0") if "=" in e)))
+    return found
+
+
+def _grading(out: Path, students: list[str]) -> tuple[str, str] | None:
+    """(array element, student) of an element of this batch that is grading now: its sandboxed
+    worker runs. Element i grades the i-th student in order (the array follows the class)."""
+    procs = _processes()
+    parents = {ppid for _pid, ppid, _cmd, _env in procs}
+    for pid, _ppid, cmdline, env in procs:
+        if "submitit" in cmdline and env.get("SLURM_ARRAY_JOB_ID") and str(out) in cmdline and pid in parents:
+            task = int(env["SLURM_ARRAY_TASK_ID"])
+            return f"{env['SLURM_ARRAY_JOB_ID']}_{task}", students[task]
     return None
 
 
@@ -75,7 +84,7 @@ def test_job_array_with_a_requeued_element(tmp_path: Path) -> None:
     argv = ["--backend", "slurm", "--slurm-gpus-per-task", "1", "--slurm-option", "comment=grader-ci"]
     driver = start_batch(out, *argv)
     deadline = time.monotonic() + 240
-    while (running := _grading(out)) is None:
+    while (running := _grading(out, sorted(expected))) is None:
         assert driver.poll() is None, f"the batch ended before any element graded:\n{driver.communicate()[0][-3000:]}"
         assert time.monotonic() < deadline, "no array element started grading"
         time.sleep(0.3)
