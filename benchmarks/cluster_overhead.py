@@ -5,12 +5,14 @@ own content hash and nothing is skipped) is graded on the CPU (--problems gelu) 
 backend with `--jobs J` (a `grader grade` subprocess per student, J at once) and by each cluster
 backend with the same J gradings at once on this machine: Ray (a local instance started for the
 batch, one CPU per grading) and Slurm (the single-node cluster of scripts/setup-slurm.sh, one CPU
-per element). The grading itself is the same child process everywhere, so
+per element). Local and Ray run the same `grader grade` child per student; a Slurm element is a
+process of its own per student and grades in it. So
 
     overhead per submission = (wall of the backend - wall of local) * J / N
 
 is what the engine adds: scheduling, shipping the files to the node and back (Ray), sbatch,
-squeue and the shared folder (Slurm), and their start-up, spread over the class. Usage:
+srun, the element's start and squeue (Slurm), and their start-up, spread over the class. The
+machine's other load moves every wall: compare runs made back to back. Usage:
 
     python benchmarks/cluster_overhead.py --students 20 --jobs 2 --backends ray,slurm
 """
