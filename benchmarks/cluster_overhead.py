@@ -24,11 +24,13 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +81,32 @@ def ray_task_costs(out: Path) -> dict[str, float]:
     return {"tasks": len(tasks), "dispatch_mean_s": mean(dispatch), "dispatch_max_s": round(max(dispatch), 3), "transfer_mean_s": mean(transfer), "transfer_max_s": round(max(transfer), 3)}
 
 
+def _stamp(line: str) -> float:
+    found = re.search(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\)", line)
+    assert found, line
+    return datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def slurm_element_costs(out: Path, rows: list[dict[str, str]]) -> dict[str, float]:
+    """Per element, from submitit's logs: the wait between a free CPU and the element's start
+    (scheduling, srun, Python and submitit starting), and its time beyond the grading itself
+    (loading the recipe, importing the grader and torch, committing the files)."""
+    submitted = (out / ".slurm" / "array.json").stat().st_mtime
+    spans = []
+    for log in sorted((out / ".slurm").glob("*_*/*_log.out"), key=lambda p: int(p.parent.name.split("_")[1])):
+        lines = log.read_text().splitlines()
+        start = [_stamp(line) for line in lines if "Starting with JobEnvironment" in line][-1]
+        end = [_stamp(line) for line in lines if "Job completed successfully" in line][-1]
+        spans.append((start, end))
+    dispatch, extra = [], []
+    for (start, end), row in zip(spans, sorted(rows, key=lambda r: r["student"])):
+        freed = [e for s, e in spans if e <= start]
+        dispatch.append(start - max([submitted, *freed]))
+        extra.append(end - start - float(row["duration_s"]))
+    mean = lambda xs: round(sum(xs) / len(xs), 3)  # noqa: E731
+    return {"elements": len(spans), "dispatch_mean_s": mean(dispatch), "dispatch_max_s": round(max(dispatch), 3), "beyond_grading_mean_s": mean(extra)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, default=20)
@@ -100,6 +128,9 @@ def main() -> int:
             results[backend] = grade(subs, work / backend, args.problems, per_backend[backend])
             if backend == "ray":
                 results[backend]["per_task"] = ray_task_costs(work / backend)
+            if backend == "slurm":
+                rows = list(csv.DictReader(io.StringIO((work / backend / "gradebook.csv").read_text())))
+                results[backend]["per_element"] = slurm_element_costs(work / backend, rows)
             print(f"{backend}: {results[backend]}", flush=True)
         local = float(results["local"]["wall_s"])  # type: ignore[arg-type]
         for backend, numbers in results.items():
