@@ -296,9 +296,10 @@ if os.fork() == 0:
 
 def test_address_space_limit_turns_a_memory_hog_into_an_import_error(tmp_path: Path) -> None:
     hog = "hog = []\nwhile True:\n    hog.append(bytearray(64 << 20))\n"
-    worker, greeting, _ = run_worker(submission(tmp_path, hog), SandboxConfig(device="cpu", memory_bytes=3 << 30))
-    assert greeting["status"] == "import_error"
-    assert "MemoryError" in greeting["message"] and "3 GiB" in greeting["message"]
+    # torch 2.11's CUDA build (the grading pair's, on CPU too) cannot even import under 3 GiB
+    worker, greeting, _ = run_worker(submission(tmp_path, hog), SandboxConfig(device="cpu", memory_bytes=6 << 30))
+    assert greeting["status"] == "import_error", greeting
+    assert "MemoryError" in greeting["message"] and "6 GiB" in greeting["message"]
 
 
 def test_wall_clock_deadline_kills_a_hung_import(tmp_path: Path) -> None:
