@@ -126,7 +126,7 @@ def _submission_folder(upload: Path, scratch: Path, modules: list[str]) -> Path:
 
 def run(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None = None) -> int:
     """Grade the upload on the CPU and write Gradescope's results.json; never exits without one."""
-    from grader import gradescope_metadata
+    from grader import gradescope, gradescope_metadata
     from grader.cli import _hidden_paths
     from grader.orchestrator import GradeOptions, grade
 
