@@ -44,6 +44,25 @@ def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ[kernel_cache.ENV] = before
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_reference_cache(tmp_path_factory: pytest.TempPathFactory):
+    """GPU gradings in the tests compile the reference into a folder of their own: a test process
+    also runs student code, which must never reach the machine's reference cache."""
+    import os
+
+    from grader import reference_cache
+
+    names = (reference_cache.ENV, reference_cache.BASE_ENV, "TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING", "TRITON_CACHE_MANAGER")
+    before = {name: os.environ.get(name) for name in names}
+    os.environ[reference_cache.ENV] = str(tmp_path_factory.mktemp("reference-cache"))
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture
 def make_submission(tmp_path: Path):
     """make_submission(gelu="source", ...) -> a submission folder; unnamed files are stubs."""
