@@ -145,12 +145,13 @@ class SlurmRunner:
 
         job = self.jobs[task.student]
         started = time.monotonic()
-        while not job.paths.result_pickle.exists():
+        while not _has_result(job):
             if self.stopping.wait(POLL_S):
                 raise Cancelled()
-            if self.queue.gone(job.job_id) and not job.paths.result_pickle.exists():
+            if self.queue.gone(job.job_id) and not _has_result(job):
                 log = _tail_lines(job.stdout() or "")
-                return self.ctx.error(task, f"{INFRA}slurm job {job.job_id} left the queue without a result (log {job.paths.stdout}):\n{log}", "none", time.monotonic() - started)
+                reason = f"{INFRA}slurm job {job.job_id} left the queue without a result (log {job.paths.stdout})" + (f":\n{log}" if log else "")
+                return self.ctx.error(task, reason, "none", time.monotonic() - started)
         try:
             result: Result = job.result()
         except (UncompletedJobError, FailedJobError) as exc:
@@ -167,6 +168,16 @@ class SlurmRunner:
         cancel(sorted({job.job_id.split("_")[0] for job in self.jobs.values()}), self.name)
 
 
+def _has_result(job: Any) -> bool:
+    """The element's result file is there; the chmod makes NFS look again (as submitit does)."""
+    folder = job.paths.folder
+    try:
+        folder.chmod(folder.stat().st_mode)
+    except OSError:
+        pass
+    return bool(job.paths.result_pickle.exists())
+
+
 class QueueWatch:
     """Which array elements Slurm still holds (pending, running, requeued), one squeue for all.
 
@@ -175,7 +186,7 @@ class QueueWatch:
     squeue is always there. An element is gone once squeue has not listed it for GONE_S.
     """
 
-    GONE_S = 15.0
+    GONE_S = 60.0  # longer than NFS caches a folder's attributes (acdirmax), so a result is seen first
 
     def __init__(self) -> None:
         self.arrays: list[str] = []
@@ -226,9 +237,15 @@ def cancel_stale(folder: Path, name: str) -> list[str]:
         ids = [str(i) for i in json.loads((folder / STATE).read_text()).get("jobs", [])]
     except (OSError, ValueError, AttributeError):
         return []
-    cancel(ids, name)
+    try:
+        listed = subprocess.run(["squeue", "-h", "-o", "%i", f"--name={name}", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        known = listed.returncode == 0 or "Invalid job id" in listed.stderr  # long gone from Slurm's memory
+        queued = sorted({i.split("_")[0] for i in listed.stdout.split()}) if known else ids
+    except (OSError, subprocess.SubprocessError):
+        queued = ids  # cannot tell: cancel them (scancel of a finished job is a no-op)
+    cancel(queued, name)
     (folder / STATE).unlink(missing_ok=True)
-    return ids
+    return queued
 
 
 def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Console) -> tuple[SlurmRunner, dict[str, Any]]:
