@@ -254,7 +254,7 @@ def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Cons
     except ImportError:
         raise BatchError("--backend slurm needs submitit: pip install 'triton-kernels-assignment[cluster]'") from None
     if getattr(args, "docker", False):
-        raise BatchError("--backend slurm grades without Docker (rarely allowed on Slurm): each element runs `grader grade` with its own sandbox; drop --docker")
+        raise BatchError("--backend slurm grades without Docker (rarely allowed on Slurm): each element grades as `grader grade` does, with the grader's sandbox; drop --docker")
     if shutil.which("sbatch") is None:
         raise BatchError("--backend slurm: no sbatch on this machine's PATH (run the batch on the cluster's login node)")
     folder = out / FOLDER
