@@ -23,6 +23,7 @@ if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from grader import imports, versions  # noqa: E402
+from grader.spec import load_assignment  # noqa: E402
 from grader.handout_support import REPLAY, BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
 
 DEFAULT_SUBMISSION = Path(__file__).resolve().parent.parent / "student_template"
@@ -64,6 +65,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         note = versions.hint(str(report.longrepr))
         if note:
             report.sections.append(("Triton versions", note))
+    problem = getattr(getattr(item, "module", None), "PROBLEM", None)
+    if problem and "bench_case" not in getattr(item, "fixturenames", ()):
+        SPENT[problem] = SPENT.get(problem, 0.0) + report.duration
+
+
+#: seconds each problem's correctness tests took here (import, compile and autotune included)
+SPENT: dict[str, float] = {}
+#: past this share of a problem's time limit, the public cases alone are worth a warning
+LIMIT_WARNING_SHARE = 0.5
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The grader's time limit covers everything a problem does (import, compiling, autotuning,
+    public and hidden cases, timing); a student should hear that it is close before the grade."""
+    if not HAS_GPU:  # the interpreter's times say nothing about a GPU's
+        return
+    spec = load_assignment(hidden=False)
+    for problem, spent in sorted(SPENT.items()):
+        limit = spec.problem(problem).time_limit_s
+        if spent > LIMIT_WARNING_SHARE * limit:
+            terminalreporter.write_line(
+                f"warning: {problem}'s public cases took {spent:.0f} s here; the grader gives {limit:g} s for all of "
+                f"it (import, compiling and autotuning, public and hidden cases, timing): fewer autotune configs, or "
+                f"cache_results=True, keep you inside it ({versions.WRITEUP.split(',')[0]}, Grading)",
+                yellow=True,
+            )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

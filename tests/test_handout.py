@@ -56,3 +56,26 @@ def test_benchmarks_print_the_grader_method_medians(tmp_path: Path) -> None:
         assert stats["rounds"] >= min(MAX_ROUNDS, 0.25 / stats["median"])
         assert 5e-6 < stats["median"] < 5e-3
         assert 0 < bench["extra_info"]["achieved"] < 6000  # GB/s: under any GPU's memory bandwidth
+
+
+def test_a_problem_close_to_its_time_limit_is_warned_about_on_a_gpu() -> None:
+    """The limit covers everything a problem does: the public cases taking half of it is news."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_handout_conftest", ROOT / "handout" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    lines: list[str] = []
+
+    class Reporter:
+        def write_line(self, text: str, **_: object) -> None:
+            lines.append(text)
+
+    conftest.SPENT.update(gelu=150.0, softmax=3.0)
+    conftest.HAS_GPU = False
+    conftest.pytest_terminal_summary(Reporter())
+    assert lines == []  # the interpreter's times say nothing about a GPU's
+    conftest.HAS_GPU = True
+    conftest.pytest_terminal_summary(Reporter())
+    assert len(lines) == 1 and "gelu's public cases took 150 s" in lines[0] and "180 s" in lines[0]
