@@ -699,7 +699,8 @@ def _make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Con
 
 def run_batch(args: argparse.Namespace, make_options: Callable[..., Any], hidden_paths: Callable[..., list[Path]]) -> int:
     """`grader batch`: grade every entry of args.submissions into args.out. Returns the exit code."""
-    console = Console()
+    # in a log (no terminal) Rich would wrap the class's table at 80 columns, a word a line
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     assignment = load_assignment(args.spec, hidden=False if getattr(args, "public_only", False) else None)
     out = Path(args.out)
