@@ -63,7 +63,7 @@ def _names(value: Any) -> str:
     return ", ".join(str(x)[:60] for x in items[:10])
 
 
-def _tensor_problem(name: str, value: Any, want_shape: list[int], want_dtype: torch.dtype) -> str | None:
+def payload_issue(name: str, value: Any, want_shape: list[int], want_dtype: torch.dtype) -> str | None:
     """Whether the payload itself (not the worker's description of it) is what may be compared.
 
     The payload comes from an untrusted process through `torch.load(weights_only=True)`: it may
@@ -81,8 +81,9 @@ def _tensor_problem(name: str, value: Any, want_shape: list[int], want_dtype: to
     return None
 
 
-def _check_output(kind: ProblemKind, problem: Problem, case: Case, device: str, name: str, expected: torch.Tensor, value: Any, info: Any) -> str | None:
-    """The first rule of the output contract that `name` breaks, or None."""
+def output_contract(kind: ProblemKind, case: Case, device: str, name: str, want_shape: list[int], info: Any, value: Any = None) -> str | None:
+    """The first rule of the output contract that `name`'s facts (`output_facts`, from the worker:
+    untrusted data) break, or None; for correctness calls and sampled timed rounds alike."""
     if not info and value is None:
         return f"{name}: missing"
     if not isinstance(info, dict):
@@ -95,18 +96,25 @@ def _check_output(kind: ProblemKind, problem: Problem, case: Case, device: str, 
         return f"{name}: shares memory with the input(s) {_names(info['aliases'])}; return a new tensor"
     if info.get("device") != device:
         return f"{name}: on device {str(info.get('device'))[:40]}, expected {device}"
-    want_shape = list(expected.shape)
     if info.get("shape") != want_shape:
         shape = info.get("shape")
         shown = tuple(shape) if isinstance(shape, list) else shape
         return f"{name}: shape {str(shown)[:100]}, expected {tuple(want_shape)}"
-    want_dtype = kind.expected_dtype(name, case)
-    want = str(want_dtype).removeprefix("torch.")
+    want = str(kind.expected_dtype(name, case)).removeprefix("torch.")
     if info.get("dtype") != want:
         return f"{name}: dtype {str(info.get('dtype'))[:40]}, expected {want}"
+    return None
+
+
+def _check_output(kind: ProblemKind, problem: Problem, case: Case, device: str, name: str, expected: torch.Tensor, value: Any, info: Any) -> str | None:
+    """The first rule of the output contract that `name` breaks, or None."""
+    want_shape, want_dtype = list(expected.shape), kind.expected_dtype(name, case)
+    broken = output_contract(kind, case, device, name, want_shape, info, value)
+    if broken:
+        return broken
     if value is None:
         return f"{name}: the worker sent no values for it"
-    bad = _tensor_problem(name, value, want_shape, want_dtype)
+    bad = payload_issue(name, value, want_shape, want_dtype)
     if bad:
         return bad
     tol = problem.tolerance_for(name, getattr(case, "dtype"))

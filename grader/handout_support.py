@@ -19,8 +19,8 @@ from grader.checks import case_label, check_call, kernel_check
 from grader.performance import ShapeSeeds, verify_rounds
 from grader.performance import achieved as _achieved
 from grader.problems import REGISTRY
-from grader.problems.base import CallOutput, case_seed, generator, move_inputs
-from grader.spec import Case, load_assignment
+from grader.problems.base import CallOutput, ProblemKind, case_seed, generator, move_inputs
+from grader.spec import Case, Problem, load_assignment
 from grader.worker import FreshInputs, LaunchCounter, _profiled, changed_inputs, describe_outputs, input_bits, load_function
 
 PUBLIC_SECRET = "public"
@@ -82,12 +82,12 @@ class CaseRunner:
             expected = kind.expected(inputs, case)
             on_device = self.fresh.place(case.name, move_inputs(inputs, self.device))
             before = input_bits(on_device)
-            profile: dict[str, Any] = {}
-            launches = LaunchCounter.total()
             torch.use_deterministic_algorithms(True, warn_only=True)
             torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+            result: CallOutput | str
+            cheat: str | None = None
             try:
-                result: CallOutput | str = kind.call(fn, on_device, case, lambda: _profiled(profile, self.device))
+                result, cheat = watched_call(spec, kind, fn, on_device, case, self.device)
             except NotImplementedError as exc:
                 result = f"NotImplementedError: {exc}"
             finally:
@@ -97,10 +97,18 @@ class CaseRunner:
                 pytest.fail(result, pytrace=False)
             meta, payload = describe_outputs(result, on_device, self.device)
             verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed_inputs(on_device, before))
-            cheat = kernel_check(spec, case, list(profile.get("aten_ops", [])), LaunchCounter.total() - launches)
-            failures = [m for m in (verdict.message if not verdict.passed else "", cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)") if m]
+            failures = [m for m in (verdict.message if not verdict.passed else "", cheat) if m]
             if failures:
                 pytest.fail(f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures), pytrace=False)
+
+
+def watched_call(spec: Problem, kind: ProblemKind, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, device: str) -> tuple[CallOutput, str | None]:
+    """One call watched as the grader's worker watches it, and the kernel check's message, if any."""
+    profile: dict[str, Any] = {}
+    launches = LaunchCounter.total()
+    result = kind.call(fn, inputs, case, lambda: _profiled(profile, device))
+    cheat = kernel_check(spec, case, list(profile.get("aten_ops", [])), LaunchCounter.total() - launches)
+    return result, cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 
 
 # As much timed work as the grader puts on each side of a shape (6 alternations of >= 50 ms): ten
@@ -162,17 +170,15 @@ class BenchmarkRunner:
             calls[0]()
             torch.cuda.synchronize()
             return
-        if fn is not None:  # the grader's kernel check of timed calls, on one watched call
-            profile: dict[str, Any] = {}
-            launches = LaunchCounter.total()
-            kind.call(fn, sets[0], case, lambda: _profiled(profile, "cuda"))
-            cheat = kernel_check(spec, case, list(profile.get("aten_ops", [])), LaunchCounter.total() - launches)
-            if cheat:
-                pytest.fail(f"kernel check: {cheat} (the grader gives 0 for this problem)", pytrace=False)
-        # every round new contents, and (yours) a sample of rounds checked, as the grader does
-        rounds = FreshRounds(kind, case, sets, seeds.refill, seeds.verify if fn is not None else None)
-        samples = timing.measure(calls, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
+        # yours, as the grader times a submission: one watched call for the kernel check, then
+        # rounds with new contents and a sample of them checked; PyTorch's rounds as the grader's
+        rounds = FreshRounds(kind, case, sets, seeds.refill, seeds.verify) if fn is not None else None
         if fn is not None:
+            cheat = watched_call(spec, kind, fn, sets[0], case, "cuda")[1]
+            if cheat:
+                pytest.fail(cheat, pytrace=False)
+        samples = timing.measure(calls, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
+        if rounds is not None:
             verified, payload = rounds.drain()
             flags = verify_rounds(kind, spec, case, seeds, 0, len(samples), verified, payload, kind.make_inputs(case, generator(seeds.inputs, "cuda")))
             if flags:

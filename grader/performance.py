@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from grader import timing, trace
-from grader.checks import _tensor_problem, compare
+from grader.checks import compare, output_contract, payload_issue
 from grader.problems.base import ProblemKind, case_seed, generator, round_seed
 from grader.records import Performance, ShapeTiming
 from grader.scoring import geomean, performance_fraction
@@ -114,36 +114,40 @@ class ReferenceSide:
 
 
 def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeSeeds, first: int, count: int, verified: list[dict[str, Any]], payload: Any, inputs: dict[str, Any]) -> list[str]:
-    """Check the sampled outputs of one measurement's timed rounds `first .. first+count-1`.
+    """Judge the checked rounds of one measurement, timed rounds `first .. first+count-1`.
 
-    Every round the seeds choose, and the last, must have been checked; each checked round's
-    inputs and sample are drawn again here from the seeds (never taken from the worker), and its
-    values must match the float64 definition within the case's tolerance, as in correctness.
+    Every round the seeds choose, and the last, must have been checked. For each, the worker sent
+    only data: its outputs' facts, judged here by the correctness contract (`output_contract`),
+    and sampled values, compared with the float64 definition at the case's tolerance, the round's
+    inputs and sample drawn again here from the seeds (never taken from the worker).
     Returns the flags (the first broken round only: one is enough to withhold the points).
     """
     last = first + count - 1
     payload = payload if isinstance(payload, dict) else {}
-    rounds = {item["round"]: item["issues"] for item in verified}
+    rounds = {item["round"]: item for item in verified}
     required = {r for r in range(first, first + count) if chosen(seeds.verify, r)} | ({last} if count else set())
     missing = sorted(required - rounds.keys())
     if missing:
         return [f"{case.name}: timed round(s) {', '.join(map(str, missing[:5]))} were not checked (the worker left them out)"]
-    dtype_of = lambda label: kind.expected_dtype(label.partition("[")[0], case)  # noqa: E731
     device = next(v.device.type for v in inputs.values() if isinstance(v, torch.Tensor))
     for index in sorted(rounds):
         where = f"{case.name}, timed round {index + 1}"
         if not first <= index <= last:
             return [f"{where}: not a round of this measurement"]
-        if rounds[index]:
-            return [f"{where}: {'; '.join(rounds[index])}"]
+        facts = rounds[index].get("outputs")
+        facts = facts if isinstance(facts, dict) else {}
+        broken = [m for name in kind.timed_names if (m := output_contract(kind, case, device, name, list(kind.output_shape(name, case)), facts.get(name)))]
+        broken += rounds[index]["issues"]
+        if broken:
+            return [f"{where}: {'; '.join(broken)}"]
         kind.refill(inputs, case, generator(round_seed(seeds.refill, index), device))
         plan = kind.sample(case, generator(round_seed(seeds.verify, index), device))
-        expected = kind.expected_sample(inputs, case, plan)
-        for label, want in expected.items():
+        for label, want in kind.expected_sample(inputs, case, plan).items():
+            output = label.partition("[")[0]  # `take` labels a part of an output `name[part]`
             got = payload.get(f"{index}:{label}")
-            message = _tensor_problem(label, got, list(want.shape), dtype_of(label))
+            message = payload_issue(label, got, list(want.shape), kind.expected_dtype(output, case))
             if message is None:
-                tol = problem.tolerance_for(label.partition("[")[0], getattr(case, "dtype"))
+                tol = problem.tolerance_for(output, getattr(case, "dtype"))
                 message = compare(label, got, want, tol.atol, tol.rtol)
             if message:
                 return [f"{where} computed a wrong result (the timed calls are checked like correctness calls): {message}"]
@@ -207,15 +211,17 @@ def measure_shape(
     flags: list[str] = []
     if not student or any(not (s == s) or s <= 0 for s in student):
         return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
-    with trace.span(*label, "checking the sampled timed rounds"):
-        inputs = kind.make_inputs(case, generator(seeds.inputs, "cuda"))
-        for first, count, verified, payload in checks if checking else []:
-            flags += verify_rounds(kind, side.problem, case, seeds, first, count, verified, payload, inputs)
-            if flags:
-                break
-        checked = sum(len(v) for _, _, v, _ in checks)
-        del inputs, checks
-        torch.cuda.empty_cache()
+    checked = sum(len(v) for _, _, v, _ in checks)
+    if checking:
+        with trace.span(*label, "checking the sampled timed rounds"):
+            inputs = kind.make_inputs(case, generator(seeds.inputs, "cuda"))
+            for first, count, verified, payload in checks:
+                flags += verify_rounds(kind, side.problem, case, seeds, first, count, verified, payload, inputs)
+                if flags:
+                    break
+            del inputs
+    del checks
+    torch.cuda.empty_cache()
     s_meas, r_meas = timing.Measurement(student), timing.Measurement(reference)
     s_med = s_meas.median_ms / 1e3
     floor = roofline_floor_s(kind, case, gpu)

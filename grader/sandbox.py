@@ -522,8 +522,9 @@ def check_reply(reply: dict[str, Any]) -> dict[str, Any]:
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in reply.get("samples_s", [])):
         raise protocol.ProtocolError("samples_s holds something other than numbers")
     for item in reply.get("verified", []):
-        if not (isinstance(item, dict) and type(item.get("round")) is int and isinstance(item.get("issues"), list) and all(isinstance(x, str) for x in item["issues"])):
-            raise protocol.ProtocolError("verified holds something other than rounds and their issues")
+        if not (isinstance(item, dict) and type(item.get("round")) is int and isinstance(item.get("outputs", {}), dict)
+                and isinstance(item.get("issues"), list) and all(isinstance(x, str) for x in item["issues"])):
+            raise protocol.ProtocolError("verified holds something other than rounds, their outputs' facts and issues")
     profile = reply.get("profile") or {}
     for key in ("aten_ops", "gpu_kernels"):
         if not isinstance(profile.get(key, []), list) or not all(isinstance(x, str) for x in profile.get(key, [])):

@@ -10,9 +10,10 @@ the roofline floor. So, around every timed round and outside its CUDA events:
   (same shapes, dtypes and layouts): no cache keyed on a pointer, an object or any function of
   the contents can serve any timed round;
 - after it, when the round is chosen (the last of every chunk of queued rounds, and each other
-  round with probability 1/VERIFY_EVERY, from a seed the submission is not given), a sample of
-  its outputs is gathered on the GPU (`ProblemKind.sample`/`take`), to be checked against the
-  float64 definition by the trusted side (`grader.performance.verify_rounds`).
+  round with probability 1/VERIFY_EVERY, from a seed the submission is not given), the facts of
+  its outputs (`output_facts`, as correctness sends them) and a sample of their values, gathered
+  on the GPU (`ProblemKind.sample`/`take`), are kept for the trusted side to judge: the output
+  contract and the float64 definition (`grader.performance.verify_rounds`).
 
 The same hooks run in the grader's worker and in the handout's benchmarks (in-process), so a
 student sees locally the verdict the grade will give. The seeds come from the orchestrator, and
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from grader.problems.base import ProblemKind, round_seed
+from grader.problems.base import ProblemKind, output_facts, round_seed
 from grader.spec import Case
 
 #: a round other than a chunk's last is checked with probability 1 / VERIFY_EVERY
@@ -41,27 +42,28 @@ def chosen(verify_base: int, index: int) -> bool:
 
 @dataclass
 class Taken:
-    """One checked round as the timing side saw it: its sampled outputs and the rules it broke."""
+    """One checked round as the timing side saw it: its outputs' facts and sampled values."""
 
     index: int
+    facts: dict[str, dict[str, Any]]
     slices: dict[str, torch.Tensor]
     issues: list[str]
 
 
 @dataclass
 class FreshRounds:
-    """`timing.RoundHooks` for one benchmark shape: new contents before, a sample after.
+    """`timing.RoundHooks` for the student's side of one benchmark shape: new contents before a
+    round, its outputs' facts and a sample of their values after it, when it is chosen.
 
     `index` counts timed rounds over every measurement of the shape, so contents never repeat
-    between alternations. With `verify_base` None (the reference's side) rounds get new contents
-    and nothing is kept: both sides of a comparison do the same work between rounds.
+    between alternations.
     """
 
     kind: ProblemKind
     case: Case
     sets: list[dict[str, Any]]
     refill_base: int
-    verify_base: int | None = None
+    verify_base: int
     index: int = 0
     taken: list[Taken] = field(default_factory=list)
 
@@ -81,18 +83,24 @@ class FreshRounds:
     def after(self, result: Any, chunk_end: bool) -> None:
         index = self.index
         self.index += 1
-        if self.verify_base is None or not (chunk_end or chosen(self.verify_base, index)):
+        if not (chunk_end or chosen(self.verify_base, index)):
             return
-        plan = self.kind.sample(self.case, self.seeded(round_seed(self.verify_base, index)))
-        try:
-            slices, issues = self.kind.take(self.kind.timed_outputs(result), self.case, plan)
-        except Exception as exc:  # noqa: BLE001 - an output that cannot even be indexed is a broken rule
-            slices, issues = {}, [f"its outputs could not be read: {type(exc).__name__}: {str(exc)[:300]}"]
-        self.taken.append(Taken(index, slices, issues))
+        outputs = self.kind.timed_outputs(result)
+        facts = {name: output_facts(value) for name, value in outputs.items()}
+        slices: dict[str, torch.Tensor] = {}
+        issues: list[str] = []
+        if all(f["exact"] for f in facts.values()):  # a subclass's indexing is the student's code
+            plan = self.kind.sample(self.case, self.seeded(round_seed(self.verify_base, index)))
+            try:
+                slices = self.kind.take(outputs, self.case, plan)
+            except Exception as exc:  # noqa: BLE001 - an output that cannot even be indexed
+                issues = [f"its outputs could not be read: {type(exc).__name__}: {str(exc)[:300]}"]
+        self.taken.append(Taken(index, facts, slices, issues))
 
     def drain(self) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
-        """The checked rounds since the last drain: (per round its index and issues, the samples on the CPU)."""
-        meta = [{"round": t.index, "issues": [str(i)[:500] for i in t.issues[:4]]} for t in self.taken]
+        """The checked rounds since the last drain: (per round its index, outputs' facts and
+        issues; the samples on the CPU)."""
+        meta = [{"round": t.index, "outputs": t.facts, "issues": [str(i)[:500] for i in t.issues[:4]]} for t in self.taken]
         payload = {f"{t.index}:{label}": value.detach().to("cpu").contiguous() for t in self.taken for label, value in t.slices.items()}
         self.taken = []
         return meta, payload

@@ -108,19 +108,24 @@ def pick(gen: torch.Generator, high: int, count: int) -> torch.Tensor:
     return torch.randint(0, high, (min(count, high),), generator=gen, device=gen.device)
 
 
-def timed_output_issue(name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> str | None:
-    """The output contract of correctness, for a timed call's output (host-side facts only: no sync)."""
-    if type(value) is not torch.Tensor:
-        return f"{name}: returned {type(value).__module__}.{type(value).__qualname__}, expected exactly torch.Tensor"[:300]
-    if value.layout != torch.strided:
-        return f"{name}: a {value.layout} tensor, expected a dense one"
-    if value.device.type != device:
-        return f"{name}: on device {value.device.type}, expected {device}"
-    if tuple(value.shape) != tuple(shape):
-        return f"{name}: shape {tuple(value.shape)}, expected {tuple(shape)}"
-    if value.dtype != dtype:
-        return f"{name}: dtype {str(value.dtype).removeprefix('torch.')}, expected {str(dtype).removeprefix('torch.')}"
-    return None
+def type_name(value: Any) -> str:
+    kind = type(value)
+    return f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', kind.__name__)}"[:200]
+
+
+def output_facts(value: Any) -> dict[str, Any]:
+    """What the output contract is judged on, read on the host without a sync: exact type, and for
+    an exact `torch.Tensor` its layout, device, dtype and shape (a subclass's methods are the
+    student's code and are not called). Correctness and timed calls send the same facts."""
+    info: dict[str, Any] = {"type": type_name(value), "exact": type(value) is torch.Tensor}
+    if info["exact"]:
+        info.update(
+            layout=str(value.layout).removeprefix("torch."),
+            device=value.device.type,
+            dtype=str(value.dtype).removeprefix("torch."),
+            shape=list(value.shape),
+        )
+    return info
 
 
 #: the elements of one output a sampled timed round sends back, about (rows x columns)
@@ -186,9 +191,17 @@ class ProblemKind:
         """(bytes moved at least once, floating-point operations) of one timed call."""
         raise NotImplementedError
 
+    #: the outputs one `timed` call returns, in order (a sampled timed round checks them)
+    timed_names: ClassVar[tuple[str, ...]] = ("out",)
+
     def timed_outputs(self, result: Any) -> dict[str, Any]:
-        """Name the outputs of one `timed` call (what a sampled timed round checks)."""
-        return {self.output_names[0]: result}
+        """Name the outputs of one `timed` call."""
+        values = result if len(self.timed_names) > 1 else (result,)
+        return dict(zip(self.timed_names, values))
+
+    def output_shape(self, output: str, case: Case) -> tuple[int, ...]:
+        """The shape output `output` must have for `case` (the timed rounds' contract check)."""
+        raise NotImplementedError
 
     # Verified timing: every timed round gets new input contents, and a sample of rounds has a
     # sample of its outputs checked against the float64 definition. Both are drawn on the GPU
@@ -205,9 +218,9 @@ class ProblemKind:
         """Which output elements a verified round checks: index tensors on the generator's device."""
         raise NotImplementedError
 
-    def take(self, outputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
-        """The sampled elements of a timed call's outputs (labelled `output[part]`), and the rules
-        of the output contract the call broke. Runs between timed rounds: GPU work only, no sync."""
+    def take(self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The sampled elements of a timed call's outputs, labelled `output[part]` (exact tensors
+        of the right shapes). Runs between timed rounds: GPU work only, no sync."""
         raise NotImplementedError
 
     def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -263,13 +276,12 @@ class OneTensorKind(ProblemKind):
         cols = torch.arange(width, device=gen.device) if width <= SAMPLE_COLUMNS else pick(gen, width, SAMPLE_COLUMNS)
         return {"rows": pick(gen, rows, SAMPLE_ROWS), "cols": cols}
 
-    def take(self, outputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
-        out = outputs.get("out")
-        shape = tuple(getattr(case, "shape"))
-        issue = timed_output_issue("out", out, shape, self.expected_dtype("out", case), plan["rows"].device.type)
-        if issue:
-            return {}, [issue]
-        return {"out": out.reshape(-1, shape[-1])[plan["rows"]][:, plan["cols"]]}, []
+    def output_shape(self, output: str, case: Case) -> tuple[int, ...]:
+        return tuple(getattr(case, "shape"))
+
+    def take(self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        out = outputs["out"]
+        return {"out": out.reshape(-1, out.shape[-1])[plan["rows"]][:, plan["cols"]]}
 
     def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         x = inputs["x"]

@@ -9,7 +9,7 @@ from typing import Any, Callable, Literal
 import torch
 from pydantic import Field
 
-from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick, timed_output_issue
+from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick
 from grader.spec import Case, DType
 
 
@@ -120,8 +120,7 @@ class FlashAttention(ProblemKind):
 
         return step
 
-    def timed_outputs(self, result: Any) -> dict[str, Any]:
-        return dict(zip(("o", "dq", "dk", "dv"), result))
+    timed_names = ("o", "dq", "dk", "dv")
 
     def refill(self, inputs: dict[str, Any], case: Case, gen: torch.Generator) -> None:
         for name in ("q", "k", "v", "grad_out"):
@@ -136,21 +135,19 @@ class FlashAttention(ProblemKind):
         assert isinstance(case, AttentionCase)
         return {"b": pick(gen, case.b, 1), "h": pick(gen, case.h, 1), "rows_q": pick(gen, case.nq, 64), "rows_k": pick(gen, case.nk, 64)}
 
-    def take(self, outputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+    def output_shape(self, output: str, case: Case) -> tuple[int, ...]:
         assert isinstance(case, AttentionCase)
-        dtype, device = TORCH_DTYPES[case.dtype], plan["b"].device.type
-        shapes = {"o": case.nq, "dq": case.nq, "dk": case.nk, "dv": case.nk}
-        issues = [i for name, n in shapes.items() if (i := timed_output_issue(name, outputs.get(name), (case.b, case.h, n, case.d), dtype, device))]
-        if issues:
-            return {}, issues
+        return (case.b, case.h, case.nk if output in ("dk", "dv") else case.nq, case.d)
+
+    def take(self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         b, h = plan["b"], plan["h"]
-        return {name: outputs[name][b, h][0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in shapes}, []
+        return {name: outputs[name][b, h][0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in self.timed_names}
 
     def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         b, h = plan["b"], plan["h"]
         head = {name: inputs[name][b, h].unsqueeze(0) for name in ("q", "k", "v", "grad_out")}
         full = self.expected({**head, "is_causal": inputs["is_causal"]}, case)
-        return {name: full[name][0, 0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in ("o", "dq", "dk", "dv")}
+        return {name: full[name][0, 0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in self.timed_names}
 
     def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
         sdpa = torch.nn.functional.scaled_dot_product_attention
