@@ -267,7 +267,9 @@ class OneTensorKind(ProblemKind):
     def refill(self, inputs: dict[str, Any], case: Case, gen: torch.Generator) -> None:
         if getattr(case, "values", "normal") != "normal":
             return super().refill(inputs, case, gen)
-        inputs["x"].normal_(0.0, self.value_std, generator=gen)
+        from grader.problems import fill  # imports Triton: only when refilling
+
+        fill.normal_([inputs["x"]], gen, self.value_std)
 
     def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
         """Whole rows (the last dimension; softmax needs them) and some of their columns."""
