@@ -267,9 +267,7 @@ class OneTensorKind(ProblemKind):
     def refill(self, inputs: dict[str, Any], case: Case, gen: torch.Generator) -> None:
         if getattr(case, "values", "normal") != "normal":
             return super().refill(inputs, case, gen)
-        from grader.problems import fill  # imports Triton: only when refilling
-
-        fill.normal_([inputs["x"]], gen, self.value_std)
+        inputs["x"].normal_(0.0, self.value_std, generator=gen)
 
     def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
         """Whole rows (the last dimension; softmax needs them) and some of their columns."""
