@@ -18,7 +18,9 @@ seconds() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['du
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
 if has refcache; then
-  export GRADER_REFERENCE_CACHE=$(mktemp -d)
+  # REFCACHE names the (empty) folder to fill, to keep it for later steps or calls; else a temporary one
+  export GRADER_REFERENCE_CACHE=${REFCACHE:-$(mktemp -d)}
+  mkdir -p "$GRADER_REFERENCE_CACHE"
   step "first grading, every cache empty (reference cache: $GRADER_REFERENCE_CACHE)"
   start=$(date +%s.%N)
   GRADER_TRACE=1 GRADER_KERNEL_CACHE=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) \
@@ -41,7 +43,7 @@ for name in ("refcache-cold", "refcache-warm"):
     print(name, "score", r["score"], {p["name"]: round(p["score"], 2) for p in r["problems"]})
 EOF
   grep -h "reference and PyTorch: inputs, warm-up" "$OUT"/refcache-*.log | head -n 20
-  unset GRADER_REFERENCE_CACHE
+  [ -n "${REFCACHE:-}" ] || unset GRADER_REFERENCE_CACHE
 fi
 
 if has ray; then

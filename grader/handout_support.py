@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from grader import interpreter_compat, timing
+from grader import student_runtime, timing
 from grader.timed_rounds import FreshRounds
 from grader.checks import case_label, check_call, kernel_check
 from grader.performance import ShapeSeeds, verify_rounds
@@ -26,7 +26,7 @@ from grader.worker import FreshInputs, LaunchCounter, _profiled, changed_inputs,
 PUBLIC_SECRET = "public"
 DOT_PROBLEMS = {"matmul", "flash_attention"}
 
-interpreter_compat.install()  # @triton.autotune on CPU, as in the grader's worker
+student_runtime.prepare()  # the process settings of the grader's worker
 
 
 def cases_for(problem: str, suite: str, dtype: str | None, has_gpu: bool = True) -> list[Any]:

@@ -52,7 +52,7 @@ import torch.autograd.profiler  # noqa: E402
 import torch.profiler
 import torch.testing
 
-from grader import imports, interpreter_compat, kernel_cache, protocol, timed_rounds, timing, versions
+from grader import imports, kernel_cache, protocol, student_runtime, timed_rounds, timing, versions
 from grader.problems import REGISTRY
 from grader.problems.base import CallOutput, generator, output_facts
 
@@ -563,7 +563,7 @@ def serve(args: argparse.Namespace) -> int:
             kernel_cache.restore_into(Path(seed), Path(cache))
         except OSError:
             pass
-    interpreter_compat.install()  # @triton.autotune without a GPU driver (no-op on a GPU)
+    student_runtime.prepare()  # the same process settings as pytest handout's
     imports.install(Path(args.submission), versions.graded().allowed_imports)  # refuses what the handout refuses
     LaunchCounter.install()
     GUARD.snapshot()

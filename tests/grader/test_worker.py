@@ -23,6 +23,7 @@ from grader.problems import REGISTRY
 from grader.problems.base import CallOutput
 from grader.sandbox import SandboxConfig, Worker
 from grader.spec import load_assignment
+from tests.grader.worker_support import printed_at_import
 
 GELU = REGISTRY["gelu"]
 GELU_SPEC = load_assignment(hidden=False).problem("gelu")
@@ -274,15 +275,7 @@ print(json.dumps({
 def triton_gelu(x):
     return x
 """
-    folder = tmp_path / "sub"
-    folder.mkdir()
-    (folder / "gelu.py").write_text(probe)
-    w = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
-    try:
-        assert w.wait_ready(time.monotonic() + 60)["status"] == "ready", w.output()
-    finally:
-        w.close()
-    seen = json.loads(next(line for line in w.stdout.text().splitlines() if line.startswith("{")))
+    seen = printed_at_import(tmp_path, probe)
     assert seen["grader_modules"] == []
     assert seen["main_names"] == ["sys"]
     assert seen["run_globals"] == ["__builtins__", "make"]
