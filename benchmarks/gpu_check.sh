@@ -4,14 +4,14 @@
 # the kernel benchmarks, the framework's GPU tests. Logs, tables and JSON go under $OUT.
 #   STEPS=handout,grade,noise,tests benchmarks/gpu_check.sh
 #   STEPS=agreement,batch,kernels,handoutbench benchmarks/gpu_check.sh
-# Steps: handout handoutbench grade noise unverified corpora agreement batch kernels attention tests
+# Steps: fill handout handoutbench grade noise unverified corpora agreement batch kernels attention tests
 # (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD OUT
-STEPS=${STEPS:-handout,handoutbench,grade,noise,unverified,corpora,agreement,batch,kernels,attention,tests}
+STEPS=${STEPS:-fill,handout,handoutbench,grade,noise,unverified,corpora,agreement,batch,kernels,attention,tests}
 PROBLEMS=${PROBLEMS:-gelu,softmax,matmul,flash_attention}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 step() { echo; echo "== [$(date +%T)] $*"; }
@@ -23,6 +23,11 @@ python3 -c "from grader import versions; d = versions.differences(versions.grade
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -c "import torch, triton, pydantic; print('torch', torch.__version__, 'triton', triton.__version__, 'pydantic', pydantic.__version__)"
 K=$(echo "$PROBLEMS" | sed 's/,/ or /g')
+if has fill; then
+  # the refill of verified timing: PyTorch's normal_ against a counter-hash candidate (docs/performance.md)
+  step "benchmarks/fill_speed.py"
+  python3 benchmarks/fill_speed.py 2>&1 | tail -n 12
+fi
 if has handout; then
   step "pytest handout --submission reference (CUDA)"
   python3 -m pytest handout --submission reference -q -p no:cacheprovider -k "$K" 2>&1 | tail -n 15
