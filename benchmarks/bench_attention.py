@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import importlib.util
-import math
 import multiprocessing as mp
 import os
 import sys
@@ -43,6 +42,9 @@ if "--cpu-smoke" in sys.argv:  # before triton is imported anywhere
 import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from grader.problems.flash_attention import attention_definition, find_saved_lse  # noqa: E402
+
 DEFAULT_IMPL = os.path.join(ROOT, "reference", "flash_attention.py")
 LEADERBOARD_MS = 5.364  # CS336 2025 best, H100, (1, 16, 16384, 64) bf16 causal fwd + bwd
 
@@ -57,24 +59,6 @@ def load_impl(path):
         spec.loader.exec_module(mod)
         _MODULES[path] = mod
     return _MODULES[path]
-
-
-def attention_reference(q, k, v, causal):
-    """float64 softmax(q k^T / sqrt(D)) v and its natural-log logsumexp (top-left causal)."""
-    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if causal:
-        nq, nk = s.shape[-2:]
-        s = s.masked_fill(torch.ones(nq, nk, dtype=torch.bool, device=q.device).triu(1),
-                          float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    return torch.exp(s - lse[..., None]) @ v, lse
-
-
-def find_saved_lse(out, shape):
-    for t in getattr(out.grad_fn, "saved_tensors", ()):
-        if isinstance(t, torch.Tensor) and tuple(t.shape) == shape and t.dtype == torch.float32:
-            return t
-    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,7 +109,7 @@ def _job_check(impl, case):
     q, k, v = make(nq), make(nk), make(nk)
     do = torch.randn(b, h, nq, d, device=DEVICE, generator=gen).to(dtype)
     qr, kr, vr = (t.double().requires_grad_(True) for t in (q, k, v))
-    o_ref, lse_ref = attention_reference(qr, kr, vr, causal)
+    o_ref, lse_ref = attention_definition(qr, kr, vr, causal)
     grads_ref = torch.autograd.grad(o_ref, (qr, kr, vr), do.double())
 
     qs, ks, vs = (t.detach().requires_grad_(True) for t in (q, k, v))
@@ -234,7 +218,7 @@ def time_impl(fn, q, k, v, do, causal):
 
 
 def attention_math(q, k, v, causal):
-    return attention_reference(q, k, v, causal)[0]
+    return attention_definition(q, k, v, causal)[0]
 
 
 def kernel_breakdown(fn, q, k, v, do, causal, iters=5):

@@ -12,13 +12,14 @@ OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD OUT
 STEPS=${STEPS:-fill,handout,handoutbench,grade,noise,unverified,corpora,agreement,batch,kernels,attention,tests}
-PROBLEMS=${PROBLEMS:-gelu,softmax,matmul,flash_attention}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 step() { echo; echo "== [$(date +%T)] $*"; }
 # .whl/ carries the wheels the GPU machine (no network) lacks, among them einops, the one allowed import
 # beyond torch, triton and numpy (assignment.toml [environment]); fetch it where there is a network:
 #   pip download --no-deps --only-binary=:all: -d .whl einops==0.8.2
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-warn-script-location .whl/*.whl; fi
+# every problem of the spec, in its order (PROBLEMS=gelu,softmax picks some); after the wheels: the spec needs pydantic
+PROBLEMS=${PROBLEMS:-$(python3 -c "from grader.spec import load_assignment; print(','.join(p.name for p in load_assignment(hidden=False).problems))")}
 python3 -c "from grader import versions; d = versions.differences(versions.graded()); print('environment:', '; '.join(d) or 'the grading pair')"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -c "import torch, triton, pydantic; print('torch', torch.__version__, 'triton', triton.__version__, 'pydantic', pydantic.__version__)"

@@ -63,7 +63,7 @@ testpaths = ["handout"]
 STUDENT_README = """\
 # {title}
 
-Your task: write the four Triton kernels in `student_template/`. Start with the write-up:
+Your task: write the {count} Triton kernels in `student_template/`. Start with the write-up:
 [assignment/README.md](assignment/README.md).
 
 ```bash
@@ -74,7 +74,7 @@ grader grade student_template --out grades/me   # your score on the public cases
 grader pack student_template --out me.tar.gz    # the public tests, then the archive to upload
 ```
 
-Submit the `student_template/` folder (gelu.py, softmax.py, matmul.py, flash_attention.py).
+Submit the `student_template/` folder ({files}).
 Assignment version {version}.
 """
 
@@ -137,7 +137,9 @@ def export_handout(out: Path, root: Path = ROOT) -> Path:
     info, env = spec.assignment, spec.environment
     pins = "\n".join(f'    "{r}",' for r in versions.requirements(env))
     write_atomic(out / "pyproject.toml", STUDENT_PYPROJECT.format(version=info.version, title=info.title, python=env.python, environment=pins))
-    write_atomic(out / "README.md", STUDENT_README.format(version=info.version, title=info.title, torch=env.torch, triton=env.triton))
+    files = ", ".join(f"{p.module}.py" for p in spec.problems)
+    readme = STUDENT_README.format(version=info.version, title=info.title, torch=env.torch, triton=env.triton, count=len(spec.problems), files=files)
+    write_atomic(out / "README.md", readme)
     write_atomic(out / ".gitignore", "__pycache__/\n*.egg-info/\n.benchmarks/\ngrades/\n.venv/\n")
     leaks = scan_for_leaks(out, root)
     if leaks:

@@ -24,7 +24,6 @@ from grader.spec import Case, Problem, load_assignment
 from grader.worker import FreshInputs, LaunchCounter, _profiled, changed_inputs, describe_outputs, input_bits, load_function
 
 PUBLIC_SECRET = "public"
-DOT_PROBLEMS = {"matmul", "flash_attention"}
 
 student_runtime.prepare()  # the process settings of the grader's worker
 
@@ -41,7 +40,7 @@ def cases_for(problem: str, suite: str, dtype: str | None, has_gpu: bool = True)
     if dtype:
         cases = [c for c in cases if getattr(c, "dtype", None) == dtype]
     if not cases:
-        if suite == "cpu" and dtype == "bfloat16" and problem in DOT_PROBLEMS:
+        if suite == "cpu" and dtype == "bfloat16" and REGISTRY[problem].uses_dot:
             reason = (
                 "bfloat16 is not tested on CPU for this problem: Triton's interpreter computes tl.dot on "
                 "bfloat16 operands wrongly (it multiplies the raw bit patterns, an upstream limitation), so "

@@ -220,7 +220,8 @@ def _typed_cases(path: Path, prob: dict[str, Any], key: str, raw_cases: list[Any
     kind = REGISTRY.get(name) if isinstance(name, str) else None
     if kind is None:
         known = ", ".join(sorted(REGISTRY))
-        raise SpecError(f"{path}: problems.name = {name!r} is not a known problem (expected one of: {known})")
+        raise SpecError(f"{path}: problems.name = {name!r} is not a known problem: no grading folder grader/problems/{name}/ "
+                        f"(expected one of: {known})")
     if not isinstance(raw_cases, list):
         raise SpecError(f"{path}: problems[{name}].{key} must be an array of tables")
     cases: list[Case] = []

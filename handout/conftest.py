@@ -31,7 +31,8 @@ DEFAULT_SUBMISSION = Path(__file__).resolve().parent.parent / "student_template"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("handout", "Triton kernels assignment")
-    group.addoption("--submission", default=str(DEFAULT_SUBMISSION), help="folder with gelu.py, softmax.py, matmul.py, flash_attention.py (default: student_template)")
+    files = ", ".join(f"{p.module}.py" for p in load_assignment(hidden=False).problems)
+    group.addoption("--submission", default=str(DEFAULT_SUBMISSION), help=f"folder with {files} (default: student_template)")
     group.addoption("--dtype", default=None, choices=["float32", "float16", "bfloat16"], help="only cases of this dtype")
 
 

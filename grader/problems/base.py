@@ -1,8 +1,8 @@
 """What every problem provides: how to make inputs, the float64 definition, and how to call a kernel.
 
-A problem module is the only place that knows a problem's argument list and outputs. The
-orchestrator uses `make_inputs` and `expected`; the worker (and the handout tests, in-process)
-use `call`. Keeping these three side by side is what lets a new problem be added in one file.
+A problem's folder (grader/problems/<name>/) is the only place that knows its argument list and
+outputs. The orchestrator uses `make_inputs` and `expected`; the worker (and the handout tests,
+in-process) use `call`. Keeping these side by side is what lets a new problem be added in one folder.
 """
 
 from __future__ import annotations
@@ -146,13 +146,16 @@ class CallOutput:
 
 
 class ProblemKind:
-    """Base class of the four problems. Subclasses set `name`, `case_model`, `output_names`."""
+    """Base class of every problem. Subclasses set `name` (the spec's), `case_model`, `output_names`."""
 
     name: ClassVar[str]
     case_model: ClassVar[type[Case]]
     output_names: ClassVar[tuple[str, ...]]
     #: the dtype a case's outputs should have, per output name ("input" = the case's dtype)
     output_dtypes: ClassVar[dict[str, str]] = {}
+    #: the kernel multiplies with tl.dot, which Triton's interpreter gets wrong on bfloat16 operands
+    #: (it multiplies the raw bit patterns): such a problem has no bfloat16 CPU case
+    uses_dot: ClassVar[bool] = False
 
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         """Fresh inputs on the CPU for one call (tensors and plain keyword values)."""

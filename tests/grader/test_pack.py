@@ -9,6 +9,7 @@ import pytest
 
 from grader import archives, batch, cli
 from grader.orchestrator import submission_hash
+from grader.spec import load_assignment
 
 ROOT = Path(__file__).resolve().parents[2]
 CORRECT = ROOT / "examples" / "submissions" / "correct"
@@ -28,9 +29,10 @@ def test_pack_runs_the_public_tests_and_the_batch_accepts_the_archive(tmp_path: 
     subs = tmp_path / "subs"
     subs.mkdir()
     shutil.copy(out, subs / "me.tar.gz")
-    task = batch.prepare(batch.discover(subs)[0], tmp_path / "grades", ["gelu", "softmax", "matmul", "flash_attention"])
+    modules = [p.module for p in load_assignment(hidden=False).problems]
+    task = batch.prepare(batch.discover(subs)[0], tmp_path / "grades", modules)
     assert task.error == "" and task.folder is not None
-    assert sorted(p.name for p in task.folder.iterdir()) == ["flash_attention.py", "gelu.py", "matmul.py", "softmax.py"]
+    assert sorted(p.name for p in task.folder.iterdir()) == sorted(f"{m}.py" for m in modules)
     (folder / "notes.txt").unlink()
     shutil.rmtree(folder / "__pycache__")
     assert task.sha == submission_hash(folder)

@@ -1,27 +1,16 @@
-"""GeLU (tanh approximation), elementwise over any shape and strides."""
+"""GeLU (tanh approximation), elementwise over any shape and strides: its inputs and its work."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from grader.problems.base import TORCH_DTYPES, OneTensorKind, with_layout
-from grader.spec import Case, DType
-
-
-class GeluCase(Case):
-    shape: list[int] = Field(min_length=1, max_length=4)
-    dtype: DType
-    layout: Literal["contiguous", "transposed", "strided", "offset"] = "contiguous"
-    values: Literal["normal", "large", "nan"] = "normal"
-
-
-def gelu_definition(x: torch.Tensor) -> torch.Tensor:
-    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the precision of x."""
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+from grader.problems.gelu.case import GeluCase
+from grader.problems.gelu.definition import gelu_definition
+from grader.spec import Case
 
 
 class Gelu(OneTensorKind):

@@ -1,62 +1,18 @@
-"""FlashAttention-2: forward (Triton), the saved logsumexp, and the gradients from backward."""
+"""FlashAttention-2, forward and backward: its inputs, the call that collects O, the saved logsumexp
+and the gradients, the timed training step and the slice a timed round checks."""
 
 from __future__ import annotations
 
-import math
 from contextlib import nullcontext
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import torch
-from pydantic import Field
 
 from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick
-from grader.spec import Case, DType
-
-
-class AttentionCase(Case):
-    b: int = Field(ge=1)
-    h: int = Field(ge=1)
-    nq: int = Field(ge=1)
-    nk: int = Field(ge=1)
-    d: Literal[16, 32, 64, 128]
-    dtype: DType
-    causal: bool = False
-    #: "bnhd": q, k, v are (B, H, N, D) views of (B, N, H, D) memory, as after a head split
-    layout: Literal["contiguous", "bnhd"] = "contiguous"
-
-
-def attention_definition(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax(q k^T / sqrt(D)) v and the natural-log logsumexp of each row of scaled scores.
-
-    Causal is top-left aligned: query i sees keys j <= i.
-    """
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if causal:
-        nq, nk = scores.shape[-2:]
-        hidden = torch.ones(nq, nk, dtype=torch.bool, device=q.device).triu(diagonal=1)
-        scores = scores.masked_fill(hidden, float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)
-    return torch.exp(scores - lse.unsqueeze(-1)) @ v, lse
-
-
-def find_saved_lse(out: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor | None:
-    """Look through the autograd graph just behind `out` for a saved float32 tensor of `shape`."""
-    frontier = [getattr(out, "grad_fn", None)]
-    for _ in range(4):
-        nxt = []
-        for node in frontier:
-            if node is None:
-                continue
-            try:
-                saved = node.saved_tensors
-            except (AttributeError, RuntimeError):
-                saved = ()
-            for t in saved:
-                if isinstance(t, torch.Tensor) and tuple(t.shape) == shape and t.dtype == torch.float32:
-                    return t
-            nxt.extend(fn for fn, _ in getattr(node, "next_functions", ()))
-        frontier = nxt
-    return None
+from grader.problems.flash_attention.case import AttentionCase
+from grader.problems.flash_attention.definition import attention_definition
+from grader.problems.flash_attention.saved_lse import find_saved_lse
+from grader.spec import Case
 
 
 class FlashAttention(ProblemKind):
@@ -64,6 +20,7 @@ class FlashAttention(ProblemKind):
     case_model = AttentionCase
     output_names = ("o", "lse", "dq", "dk", "dv")
     output_dtypes = {"lse": "float32"}
+    uses_dot = True
 
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         assert isinstance(case, AttentionCase)

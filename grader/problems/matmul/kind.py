@@ -1,39 +1,24 @@
-"""Tiled matrix multiplication (M, K) @ (K, N), optionally with GeLU fused into the epilogue."""
+"""Tiled matrix multiplication (M, K) @ (K, N), optionally with GeLU fused into the epilogue: its
+inputs, calls, timed work and the rows and columns a timed round checks."""
 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import torch
-from pydantic import Field
 
 from grader.problems.base import SAMPLE_ROWS, TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick, with_layout
-from grader.problems.gelu import gelu_definition
-from grader.spec import Case, DType
-
-Layout = Literal["contiguous", "transposed", "strided"]
-
-
-class MatmulCase(Case):
-    m: int = Field(ge=1)
-    n: int = Field(ge=1)
-    k: int = Field(ge=1)
-    dtype: DType
-    activation: Literal["none", "gelu"] = "none"
-    layout_a: Layout = "contiguous"
-    layout_b: Layout = "contiguous"
-
-
-def matmul_definition(a: torch.Tensor, b: torch.Tensor, activation: str | None) -> torch.Tensor:
-    out = a @ b
-    return gelu_definition(out) if activation == "gelu" else out
+from grader.problems.matmul.case import MatmulCase
+from grader.problems.matmul.definition import matmul_definition
+from grader.spec import Case
 
 
 class Matmul(ProblemKind):
     name = "matmul"
     case_model = MatmulCase
     output_names = ("out",)
+    uses_dot = True
 
     def make_inputs(self, case: Case, gen: torch.Generator) -> dict[str, Any]:
         assert isinstance(case, MatmulCase)

@@ -1,25 +1,16 @@
-"""Softmax over the last dimension of a 2-D tensor, rows possibly far longer than one block."""
+"""Softmax over the last dimension of a 2-D tensor, rows possibly far longer than one block: its
+inputs (special values, padded rows) and its work."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from grader.problems.base import TORCH_DTYPES, OneTensorKind, with_layout
-from grader.spec import Case, DType
-
-
-class SoftmaxCase(Case):
-    shape: list[int] = Field(min_length=2, max_length=2)
-    dtype: DType
-    layout: Literal["contiguous", "padded_rows", "offset"] = "contiguous"
-    values: Literal["normal", "large", "neg_inf", "constant", "all_neg_inf"] = "normal"
-
-
-def softmax_definition(x: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(x, dim=-1)
+from grader.problems.softmax.case import SoftmaxCase
+from grader.problems.softmax.definition import softmax_definition
+from grader.spec import Case
 
 
 def padded_rows(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

@@ -1,0 +1,16 @@
+"""What a softmax case in the spec may say: an (M, N) shape, a dtype, a row layout, special values."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from grader.spec import Case, DType
+
+
+class SoftmaxCase(Case):
+    shape: list[int] = Field(min_length=2, max_length=2)
+    dtype: DType
+    layout: Literal["contiguous", "padded_rows", "offset"] = "contiguous"
+    values: Literal["normal", "large", "neg_inf", "constant", "all_neg_inf"] = "normal"
