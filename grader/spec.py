@@ -77,6 +77,19 @@ class Case(Strict):
     weight: float = Field(default=1.0, gt=0)
     visibility: Visibility = "public"
 
+    def describe(self) -> str:
+        """How the write-up names this case; a problem's case model says it in its own terms."""
+        return self.name
+
+
+#: dtypes as the write-up and reports abbreviate them
+SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def with_layout_note(text: str, layout: str) -> str:
+    """`text`, with a non-default memory layout named after it."""
+    return text if layout == "contiguous" else f"{text} ({layout})"
+
 
 class Problem(Strict):
     name: str = Field(pattern=r"^[a-z_]+$")

@@ -23,7 +23,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 
 from grader.report import TEMPLATES, write_atomic
-from grader.spec import DEFAULT_SPEC, Assignment, Case, load_assignment
+from grader.spec import DEFAULT_SPEC, SHORT_DTYPE, Assignment, Case, load_assignment
 
 TEMPLATE = "writeup_blocks.md.j2"
 BLOCK = re.compile(
@@ -32,7 +32,6 @@ BLOCK = re.compile(
     r"(?P<close><!-- end of generated (?P=name) -->)",
     re.S,
 )
-SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 class WriteupError(Exception):
@@ -48,26 +47,8 @@ def _num(x: float) -> str:
 
 
 def describe_case(case: Case) -> str:
-    """A case the way the write-up names it: `[64, 64]` fp32, 512³ fp16 + gelu, B=1 H=2 N=32 D=32 fp16 causal."""
-    data = case.model_dump()
-    dtype = SHORT_DTYPE.get(data.get("dtype", ""), data.get("dtype", ""))
-    if "shape" in data:
-        text = f"`{data['shape']}` {dtype}"
-    elif {"m", "n", "k"} <= set(data):
-        m, n, k = data["m"], data["n"], data["k"]
-        text = f"{m}³ {dtype}" if m == n == k else f"{m}×{n}×{k} {dtype}"
-    elif {"b", "h", "nq", "nk", "d"} <= set(data):
-        seq = f"N={data['nq']}" if data["nq"] == data["nk"] else f"Nq={data['nq']} Nk={data['nk']}"
-        text = f"B={data['b']} H={data['h']} {seq} D={data['d']} {dtype}"
-    else:
-        text = case.name
-    if data.get("activation") not in (None, "", "none"):
-        text += f" + {data['activation']}"
-    if data.get("causal"):
-        text += " causal"
-    if data.get("layout", "contiguous") != "contiguous":
-        text += f" ({data['layout']})"
-    return text
+    """A case the way the write-up names it (`[64, 64]` fp32, 512³ fp16 + gelu, ...): its model says how."""
+    return case.describe()
 
 
 def _macros() -> Any:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from grader.spec import Case, DType
+from grader.spec import SHORT_DTYPE, Case, DType, with_layout_note
 
 
 class AttentionCase(Case):
@@ -19,3 +19,8 @@ class AttentionCase(Case):
     causal: bool = False
     #: "bnhd": q, k, v are (B, H, N, D) views of (B, N, H, D) memory, as after a head split
     layout: Literal["contiguous", "bnhd"] = "contiguous"
+
+    def describe(self) -> str:
+        seq = f"N={self.nq}" if self.nq == self.nk else f"Nq={self.nq} Nk={self.nk}"
+        text = f"B={self.b} H={self.h} {seq} D={self.d} {SHORT_DTYPE[self.dtype]}" + (" causal" if self.causal else "")
+        return with_layout_note(text, self.layout)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from grader.spec import Case, DType
+from grader.spec import SHORT_DTYPE, Case, DType
 
 Layout = Literal["contiguous", "transposed", "strided"]
 
@@ -19,3 +19,8 @@ class MatmulCase(Case):
     activation: Literal["none", "gelu"] = "none"
     layout_a: Layout = "contiguous"
     layout_b: Layout = "contiguous"
+
+    def describe(self) -> str:
+        size = f"{self.m}³" if self.m == self.n == self.k else f"{self.m}×{self.n}×{self.k}"
+        text = f"{size} {SHORT_DTYPE[self.dtype]}"
+        return text if self.activation == "none" else f"{text} + {self.activation}"

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from grader.spec import Case, DType
+from grader.spec import SHORT_DTYPE, Case, DType, with_layout_note
 
 
 class SoftmaxCase(Case):
@@ -14,3 +14,6 @@ class SoftmaxCase(Case):
     dtype: DType
     layout: Literal["contiguous", "padded_rows", "offset"] = "contiguous"
     values: Literal["normal", "large", "neg_inf", "constant", "all_neg_inf"] = "normal"
+
+    def describe(self) -> str:
+        return with_layout_note(f"`{self.shape}` {SHORT_DTYPE[self.dtype]}", self.layout)
