@@ -1,0 +1,25 @@
+"""Copies of the assignment's spec with one setting changed, for tests that need a short limit."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from grader.spec import DEFAULT_SPEC
+
+
+def spec_with_limit(folder: Path, problem: str, seconds: int) -> Path:
+    """A copy of the spec (hidden cases beside it) in which one problem's time limit is `seconds`.
+
+    Only the problem that hangs gets a short limit: the others keep the spec's, so a loaded
+    machine compiling their kernels slowly cannot fail the test.
+    """
+    folder.mkdir()
+    shutil.copy(DEFAULT_SPEC.parent / "hidden_cases.toml", folder / "hidden_cases.toml")
+    text = DEFAULT_SPEC.read_text()
+    block = re.compile(r'(name = "' + problem + r'"\n(?:(?!\[\[problems\]\]).)*?time_limit_s = )[0-9.]+', re.S)
+    text, count = block.subn(lambda m: m.group(1) + str(seconds), text)
+    assert count == 1, f"no time_limit_s found for {problem} in {DEFAULT_SPEC}"
+    (folder / "assignment.toml").write_text(text)
+    return folder / "assignment.toml"
