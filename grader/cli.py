@@ -16,8 +16,9 @@ from types import ModuleType
 from rich.console import Console
 from rich.markup import escape
 
-from grader import export, grade_command, gradescope_autograder, image_command, kernel_cache, leaderboard, pack, reference_cache, rescore, writeup
+from grader import export, grade_command, gradescope_autograder, image_command, kernel_cache, pack, reference_cache, rescore, writeup
 from grader.batch import command as batch_command
+from grader.leaderboard import command as leaderboard_command
 from grader.spec import SpecError
 
 console = Console(stderr=True)
@@ -32,7 +33,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     gradescope_autograder,
     export,
     kernel_cache,
-    leaderboard,
+    leaderboard_command,
     reference_cache,
 )
 
