@@ -99,7 +99,6 @@ def run_batch(batch: BatchOptions) -> int:
     out = batch.out
     out.mkdir(parents=True, exist_ok=True)
     entries = discover(batch.submissions, exclude=[out])
-    hide = batch.grading.hide
     known = [p.name for p in assignment.problems]
     unknown = [p for p in batch.grading.problems or [] if p not in known]
     if unknown:
@@ -117,7 +116,7 @@ def run_batch(batch: BatchOptions) -> int:
     else:
         device = resolve_device(asked)
     options = dataclasses.replace(batch.grading, device=device)
-    ctx = Context(assignment, problems, options, batch.spec, batch.public_only, device, batch.wall_limit(problems), hide)
+    ctx = Context(assignment, problems, options, batch.spec, batch.public_only, device, batch.wall_limit(problems), options.hide)
 
     warnings: list[str] = []
     if options.secret == DEFAULT_SECRET:
