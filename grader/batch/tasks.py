@@ -21,6 +21,8 @@ SKIPPED_FOLDERS = {".git", "__pycache__", ".ipynb_checkpoints"}  # never graded,
 
 @dataclass
 class Task:
+    """One student in this run: where the files go, the folder to grade, its hash, or why it cannot be graded."""
+
     entry: Entry
     out: Path  # DIR/<student>: the committed files
     work: Path  # DIR/.work/<student>: unpacked files, raw output of the run
