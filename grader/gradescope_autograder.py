@@ -127,7 +127,7 @@ def _submission_folder(upload: Path, scratch: Path, modules: list[str]) -> Path:
 def run(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None = None) -> int:
     """Grade the upload on the CPU and write Gradescope's results.json; never exits without one."""
     from grader import gradescope, gradescope_metadata
-    from grader.cli import _hidden_paths
+    from grader.grading_args import hidden_paths
     from grader.orchestrator import GradeOptions, grade
 
     spec_path = source / "assignment" / "assignment.toml"
@@ -136,7 +136,7 @@ def run(source: Path, upload: Path, metadata: Path, results: Path, problems: lis
         assignment = load_assignment(spec_path)
         with tempfile.TemporaryDirectory(prefix="grader-upload-") as scratch:
             folder = _submission_folder(upload, Path(scratch), [p.module for p in assignment.problems])
-            hide = _hidden_paths(spec_path, results.parent) + [secret_file]
+            hide = hidden_paths(spec_path, results.parent) + [secret_file]
             options = GradeOptions(
                 device="cpu",
                 secret=secret_file.read_text().strip(),

@@ -1,7 +1,7 @@
 """Grading a class on more than one machine: `grader batch --backend ray|slurm`.
 
 Each backend hands one `grader grade` per student to an engine the staff already run (Ray for a
-set of GPU machines, Slurm through submitit for a university cluster) and gives batch.py a runner
+set of GPU machines, Slurm through submitit for a university cluster) and gives grader.batch a runner
 like its local ones, so discovery, resume by content hash, atomic files, error rows and the
 gradebook are the local backend's own code. On the node, the grading is the local subprocess or
 Docker runner itself (grader.cluster.node), rebuilt from a picklable recipe.
@@ -10,10 +10,13 @@ Docker runner itself (grader.cluster.node), rebuilt from a picklable recipe.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from grader.batch.context import Context
+    from grader.batch.options import BatchOptions
 
 BACKENDS = ("local", "ray", "slurm")
 
@@ -32,17 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     slurm_backend.add_arguments(parser)
 
 
-def make_runner(ctx: Any, args: argparse.Namespace, out: Path, console: Console) -> tuple[Any, dict[str, Any]]:
-    """The runner for args.backend and the gradebook's metadata about it."""
-    from grader.batch import BatchError
+def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[Any, dict[str, Any]]:
+    """The runner for options.backend and the gradebook's metadata about it."""
+    from grader.batch.errors import BatchError
 
-    if getattr(args, "gpus", None) or (getattr(args, "jobs", 1) or 1) > 1:
-        how = "--ray-resources" if args.backend == "ray" else "--slurm-gpus-per-task"
-        raise BatchError(f"--backend {args.backend} places each grading itself: drop --gpus and --jobs (what one grading gets: {how})")
-    if args.backend == "ray":
+    if options.gpus or options.jobs > 1:
+        how = "--ray-resources" if options.backend == "ray" else "--slurm-gpus-per-task"
+        raise BatchError(f"--backend {options.backend} places each grading itself: drop --gpus and --jobs (what one grading gets: {how})")
+    if options.backend == "ray":
         from grader.cluster.ray_backend import make_runner as make_ray
 
-        return make_ray(ctx, args, out, console)
+        return make_ray(ctx, options, console)
     from grader.cluster.slurm_backend import make_runner as make_slurm
 
-    return make_slurm(ctx, args, out, console)
+    return make_slurm(ctx, options, console)

@@ -2,14 +2,13 @@
 
 The driver turns its batch context into a `Recipe` (plain data, picklable, none of the driver's
 paths); the node loads its own copy of the spec, checks that it is the driver's (same version,
-same hidden cases), rebuilds the batch context and runs batch.py's subprocess, Docker or (in a
+same hidden cases), rebuilds the batch context and runs grader.batch's subprocess, Docker or (in a
 process of its own per student) in-process runner on the student's files. So a node grades exactly as `grader batch --jobs N` or `--docker` would on
 one machine: `grader grade` in a child process with its sandbox, or the grading container.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import os
@@ -20,7 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import archives
-from grader.batch import MAX_RESULT_BYTES, ROOT, Context, DockerRunner, Entry, InProcessRunner, SubprocessRunner, Task, _selected
+from grader.batch.context import Context, selected_problems
+from grader.batch.discovery import Entry
+from grader.batch.results import MAX_RESULT_BYTES
+from grader.batch.runners import ROOT, DockerRunner, InProcessRunner, SubprocessRunner
+from grader.batch.tasks import Task
 from grader.orchestrator import GradeOptions, submission_files
 from grader.records import Result
 from grader.spec import Assignment, load_assignment
@@ -70,12 +73,11 @@ def spec_digest(assignment: Assignment) -> str:
 
 def recipe_for(ctx: Context, docker: DockerPlan | None = None) -> Recipe:
     """The driver's side: its batch context as a recipe for the nodes."""
-    spec = Path(ctx.args.spec).resolve()
+    spec = Path(ctx.spec).resolve()
     try:
         spec_text = str(spec.relative_to(ROOT))
     except ValueError:
         spec_text = str(spec)
-    args = ctx.args
     return Recipe(
         spec=spec_text,
         spec_digest=spec_digest(ctx.assignment),
@@ -84,11 +86,11 @@ def recipe_for(ctx: Context, docker: DockerPlan | None = None) -> Recipe:
         secret=ctx.options.secret,
         worker_user=ctx.options.worker_user,
         problems=ctx.options.problems,
-        timeout=args.timeout,
-        public_only=bool(getattr(args, "public_only", False)),
-        no_timing=bool(getattr(args, "no_timing", False)),
-        parallel=getattr(args, "parallel", None),
-        no_kernel_cache=bool(getattr(args, "no_kernel_cache", False)),
+        timeout=ctx.options.timeout,
+        public_only=ctx.public_only,
+        no_timing=not ctx.options.time_performance,
+        parallel=ctx.options.parallel,
+        no_kernel_cache=ctx.options.kernel_cache is None,
         docker=docker,
     )
 
@@ -118,15 +120,7 @@ def node_context(recipe: Recipe, hide: list[Path]) -> Context:
         parallel=recipe.parallel,
         kernel_cache=None if recipe.no_kernel_cache else kernel_cache.default_root(),
     )
-    args = argparse.Namespace(
-        spec=spec,
-        timeout=recipe.timeout,
-        public_only=recipe.public_only,
-        no_timing=recipe.no_timing,
-        parallel=recipe.parallel,
-        no_kernel_cache=recipe.no_kernel_cache,
-    )
-    return Context(assignment, _selected(assignment, recipe.problems), options, args, recipe.device, recipe.wall_s, hide)
+    return Context(assignment, selected_problems(assignment, recipe.problems), options, spec, recipe.public_only, recipe.device, recipe.wall_s, hide)
 
 
 def grade_folder(recipe: Recipe, student: str, source: str, sha: str, folder: Path, work: Path, gpu: str | None, hide: list[Path], in_process: bool = False) -> Result:

@@ -4,7 +4,7 @@ The task carries the student's files (a .tar.gz of what the content hash covers)
 the batch (grader.cluster.node); on the node it runs `grader grade` as a subprocess, or the
 grading container with --docker, and returns result.json, report.html and gradescope/ as bytes
 in its return object: the driver needs no filesystem shared with the nodes. The driver checks
-what came back as it checks a local run, and batch.py commits it, so resume, atomic files and
+what came back as it checks a local run, and grader.batch commits it, so resume, atomic files and
 error rows are the local backend's. OUT/.ray/tasks.jsonl has a line per task: when it was sent,
 started and ended on its node, and came back (benchmarks/cluster_overhead.py reads it).
 
@@ -30,7 +30,11 @@ from typing import Any
 
 from rich.console import Console
 
-from grader.batch import INFRA, BadResult, BatchError, Context, Task, collect_result
+from grader.batch.context import Context
+from grader.batch.errors import BatchError
+from grader.batch.options import BatchOptions
+from grader.batch.results import INFRA, BadResult, collect_result
+from grader.batch.tasks import Task
 from grader.cluster import node
 from grader.containers import Cancelled
 from grader.records import Result
@@ -95,7 +99,7 @@ def grade_on_node(recipe: node.Recipe, student: str, source: str, sha: str, modu
 
 
 class RayRunner:
-    """batch.py's runner interface over Ray tasks; run() blocks on one student's task."""
+    """grader.batch's runner interface over Ray tasks; run() blocks on one student's task."""
 
     parallel = True
 
@@ -185,32 +189,33 @@ def connect(address: str | None) -> dict[str, Any]:
     return {"nodes": len(nodes), "resources": ray.cluster_resources()}
 
 
-def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Console) -> tuple[RayRunner, dict[str, Any]]:
+def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[RayRunner, dict[str, Any]]:
     try:
         import ray  # noqa: F401
     except ImportError:
         raise BatchError("--backend ray needs Ray on this machine and on every node: pip install 'triton-kernels-assignment[cluster]'") from None
+    out = batch.out
     plan = None
-    if getattr(args, "docker", False):
+    if batch.docker is not None:
         from grader.containers import image_tag
 
-        image = getattr(args, "image", None) or image_tag(ctx.assignment.assignment.version, cpu=ctx.device != "cuda")
+        image = batch.docker.image or image_tag(ctx.assignment.assignment.version, cpu=ctx.device != "cuda")
         label = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
-        plan = node.DockerPlan(image, getattr(args, "memory", None) or "16g", getattr(args, "pids", None) or 4096, getattr(args, "cpus", None), label)
-    options = task_options(ctx.device, getattr(args, "ray_resources", None))
+        plan = node.DockerPlan(image, batch.docker.memory, batch.docker.pids, batch.docker.cpus, label)
+    options = task_options(ctx.device, batch.ray.resources)
     connecting = time.monotonic()
-    cluster = connect(getattr(args, "ray_address", None))
+    cluster = connect(batch.ray.address)
     connect_s = round(time.monotonic() - connecting, 1)
     wanted = {"CPU": options["num_cpus"], "GPU": options["num_gpus"], **options.get("resources", {})}
     short = [f"{k} (a grading asks for {v:g}, the cluster has {cluster['resources'].get(k, 0):g})" for k, v in wanted.items() if v > cluster["resources"].get(k, 0)]
     if short:
         raise BatchError(f"no node of the Ray cluster can run a grading: too little {', '.join(short)}; see --ray-resources")
     offered = ", ".join(f"{k} {v:g}" for k, v in sorted(cluster["resources"].items()) if k in wanted)
-    console.print(f"ray: {cluster['nodes']} node(s), {offered} ({'joined' if getattr(args, 'ray_address', None) else 'started'} in {connect_s:g} s)")
+    console.print(f"ray: {cluster['nodes']} node(s), {offered} ({'joined' if batch.ray.address else 'started'} in {connect_s:g} s)")
     log = out / ".ray" / "tasks.jsonl"
     log.parent.mkdir(exist_ok=True)
     runner = RayRunner(ctx, node.recipe_for(ctx, plan), options, log)
-    meta = {"mode": "ray" + (" docker" if plan else ""), "ray_address": getattr(args, "ray_address", None) or "local", "nodes": cluster["nodes"], "request": wanted, "connect_s": connect_s, "gpus": []}
+    meta = {"mode": "ray" + (" docker" if plan else ""), "ray_address": batch.ray.address or "local", "nodes": cluster["nodes"], "request": wanted, "connect_s": connect_s, "gpus": []}
     if plan:
         meta["image"] = plan.image
     return runner, meta

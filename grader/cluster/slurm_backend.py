@@ -33,7 +33,12 @@ from typing import Any
 
 from rich.console import Console
 
-from grader.batch import INFRA, BatchError, Context, Task, _tail_lines, commit_result
+from grader.batch.context import Context
+from grader.batch.errors import BatchError
+from grader.batch.options import BatchOptions
+from grader.batch.results import INFRA, commit_result
+from grader.batch.runners import tail_lines
+from grader.batch.tasks import Task
 from grader.cluster import node
 from grader.containers import Cancelled
 from grader.records import Result
@@ -110,7 +115,7 @@ class Element:
 
 
 class SlurmRunner:
-    """batch.py's runner interface over one job array; start() submits it, run() waits for one element."""
+    """grader.batch's runner interface over one job array; start() submits it, run() waits for one element."""
 
     parallel = True
 
@@ -149,7 +154,7 @@ class SlurmRunner:
             if self.stopping.wait(POLL_S):
                 raise Cancelled()
             if self.queue.gone(job.job_id) and not _has_result(job):
-                log = _tail_lines(job.stdout() or "")
+                log = tail_lines(job.stdout() or "")
                 reason = f"{INFRA}slurm job {job.job_id} left the queue without a result (log {job.paths.stdout})" + (f":\n{log}" if log else "")
                 return self.ctx.error(task, reason, "none", time.monotonic() - started)
         try:
@@ -157,7 +162,7 @@ class SlurmRunner:
         except (UncompletedJobError, FailedJobError) as exc:
             if self.stopping.is_set():
                 raise Cancelled() from None
-            return self.ctx.error(task, f"{INFRA}slurm job {job.job_id} failed: {_tail_lines(str(exc))}", "none", time.monotonic() - started)
+            return self.ctx.error(task, f"{INFRA}slurm job {job.job_id} failed: {tail_lines(str(exc))}", "none", time.monotonic() - started)
         result.submission.path = str(task.entry.source)
         result.submission.student = task.student
         return result
@@ -248,15 +253,17 @@ def cancel_stale(folder: Path, name: str) -> list[str]:
     return queued
 
 
-def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Console) -> tuple[SlurmRunner, dict[str, Any]]:
+def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[SlurmRunner, dict[str, Any]]:
     try:
         import submitit
     except ImportError:
         raise BatchError("--backend slurm needs submitit: pip install 'triton-kernels-assignment[cluster]'") from None
-    if getattr(args, "docker", False):
+    if batch.docker is not None:
         raise BatchError("--backend slurm grades without Docker (rarely allowed on Slurm): each element grades as `grader grade` does, with the grader's sandbox; drop --docker")
     if shutil.which("sbatch") is None:
         raise BatchError("--backend slurm: no sbatch on this machine's PATH (run the batch on the cluster's login node)")
+    out = batch.out
+    slurm = batch.slurm
     folder = out / FOLDER
     folder.mkdir(mode=0o700, exist_ok=True)
     os.chmod(folder, 0o700)
@@ -265,26 +272,26 @@ def make_runner(ctx: Context, args: argparse.Namespace, out: Path, console: Cons
     stale = cancel_stale(folder, name)
     if stale:
         console.print(f"slurm: cancelled job array {', '.join(stale)} left by an earlier, killed run of this batch")
-    gpus = args.slurm_gpus_per_task if args.slurm_gpus_per_task is not None else (1 if ctx.device == "cuda" else 0)
+    gpus = slurm.gpus_per_task if slurm.gpus_per_task is not None else (1 if ctx.device == "cuda" else 0)
     params: dict[str, Any] = {
         "job_name": name,
-        "time": time_limit_min(ctx, args.slurm_time),
+        "time": time_limit_min(ctx, slurm.time_min),
         "ntasks_per_node": 1,
         "stderr_to_stdout": True,
-        "additional_parameters": {"requeue": True, **sbatch_options(args.slurm_option)},
+        "additional_parameters": {"requeue": True, **sbatch_options(slurm.sbatch)},
     }
-    if args.slurm_partition:
-        params["partition"] = args.slurm_partition
+    if slurm.partition:
+        params["partition"] = slurm.partition
     if gpus:
         params["gpus_per_task"] = gpus
-    if args.slurm_cpus_per_task:
-        params["cpus_per_task"] = args.slurm_cpus_per_task
-    if args.slurm_setup:
-        params["setup"] = list(args.slurm_setup)
+    if slurm.cpus_per_task:
+        params["cpus_per_task"] = slurm.cpus_per_task
+    if slurm.setup:
+        params["setup"] = list(slurm.setup)
     executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=RETRIES)
     executor.update_parameters(**params)
     # ctx.hide holds the output folder (other students' unpacked archives and results) and the
     # submissions: on the filesystem every node shares, the same paths hide them there too
     runner = SlurmRunner(ctx, node.recipe_for(ctx), executor, folder, ctx.hide, name)
-    meta = {"mode": "slurm", "partition": args.slurm_partition or "default", "gpus_per_task": gpus, "time_min": params["time"], "gpus": []}
+    meta = {"mode": "slurm", "partition": slurm.partition or "default", "gpus_per_task": gpus, "time_min": params["time"], "gpus": []}
     return runner, meta

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import pytest
 
 from grader import batch, cli, containers
+from grader.batch.command import options_from_args
 from grader.records import Result
 
 HERE = Path(__file__).resolve().parent
@@ -94,7 +95,7 @@ def _batch(subs: Path, out: Path, secret_file: Path, mode: str) -> int:
     extra = {"in-process": [], "subprocess": ["--jobs", "2"], "docker": ["--docker", "--jobs", "2"]}[mode]
     argv = ["batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu", "--secret-file", str(secret_file), *extra]
     args = cli.build_parser().parse_args(argv)
-    return batch.run_batch(args, cli._options, cli._hidden_paths)
+    return batch.run_batch(options_from_args(args))
 
 
 def _outside_tmp(request: pytest.FixtureRequest) -> Path:

@@ -80,11 +80,11 @@ def test_the_gradebook_names_node_and_gpu() -> None:
 def test_a_node_with_another_spec_refuses_to_grade(tmp_path: Path) -> None:
     from grader.batch import Context
     from grader.orchestrator import GradeOptions
-    from grader.spec import load_assignment
+    from grader.spec import DEFAULT_SPEC, load_assignment
 
     assignment = load_assignment()
-    args = cli.build_parser().parse_args(["batch", "subs", "--out", str(tmp_path), "--device", "cpu", "--problems", "gelu"])
-    ctx = Context(assignment, assignment.problems[:1], GradeOptions(device="cpu", problems=["gelu"]), args, "cpu", 60.0, [])
+    options = GradeOptions(device="cpu", problems=["gelu"])
+    ctx = Context(assignment, assignment.problems[:1], options, DEFAULT_SPEC, False, "cpu", 60.0, [])
     recipe = node.recipe_for(ctx)
     assert recipe.spec == "assignment/assignment.toml"  # relative: each node finds its own checkout's
     assert node.node_context(recipe, []).assignment == assignment

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import shutil
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 from grader import batch, cli
+from grader.batch import runners
+from grader.batch.command import options_from_args
 from grader.orchestrator import GradeOptions, submission_hash
 from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
 from grader.spec import load_assignment
@@ -29,7 +32,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def run(subs: Path, out: Path, *extra: str) -> int:
     args = parse("batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu", *extra)
-    return batch.run_batch(args, cli._options, cli._hidden_paths)
+    return batch.run_batch(options_from_args(args))
 
 
 def gradebook(out: Path) -> dict[str, dict[str, str]]:
@@ -65,7 +68,7 @@ class FakeGrade:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeGrade:
     grade = FakeGrade()
-    monkeypatch.setattr(batch, "grade", grade)
+    monkeypatch.setattr(runners, "grade", grade)
     return grade
 
 
@@ -204,7 +207,7 @@ def test_changed_content_or_problem_set_regrades(tmp_path: Path, fake: FakeGrade
     run(subs, out)
     assert fake.calls == ["alice", "bob", "bob"]
     args = parse("batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu,softmax")
-    batch.run_batch(args, cli._options, cli._hidden_paths)
+    batch.run_batch(options_from_args(args))
     assert fake.calls[3:] == ["alice", "bob"]
 
 
@@ -316,7 +319,7 @@ def test_unknown_problem_is_refused(tmp_path: Path, fake: FakeGrade) -> None:
     student_folder(subs, "a")
     args = parse("batch", str(subs), "--out", str(tmp_path / "out"), "--problems", "gelu,nope")
     with pytest.raises(batch.BatchError, match="nope"):
-        batch.run_batch(args, cli._options, cli._hidden_paths)
+        batch.run_batch(options_from_args(args))
 
 
 def test_one_batch_per_output_folder(tmp_path: Path) -> None:
@@ -326,13 +329,12 @@ def test_one_batch_per_output_folder(tmp_path: Path) -> None:
                 pass
 
 
-def test_wall_limit_sums_the_problem_limits() -> None:
+def test_wall_limit_sums_the_problem_limits(tmp_path: Path) -> None:
     assignment = load_assignment()
     gelu = [p for p in assignment.problems if p.name == "gelu"]
-    args = argparse.Namespace(timeout=20.0, container_timeout=None)
-    assert batch.wall_limit(args, gelu) == batch.STARTUP_ALLOWANCE_S + 20 + batch.PER_PROBLEM_ALLOWANCE_S
-    args.container_timeout = 7
-    assert batch.wall_limit(args, gelu) == 7
+    options = options_from_args(parse("batch", str(tmp_path), "--out", str(tmp_path / "out"), "--timeout", "20"))
+    assert options.wall_limit(gelu) == batch.STARTUP_ALLOWANCE_S + 20 + batch.PER_PROBLEM_ALLOWANCE_S
+    assert dataclasses.replace(options, container_timeout=7).wall_limit(gelu) == 7
 
 
 # -- checking what a run left behind ------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from grader import batch, cli, containers
+from grader.batch.command import options_from_args
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +38,7 @@ def test_batch_on_the_gpu_grades_and_times_each_student(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "reference", subs / "staff")
     shutil.copytree(ROOT / "examples" / "submissions" / "broken", subs / "broken")
     args = parse("batch", str(subs), "--out", str(out), "--gpus", "all", "--problems", "gelu")
-    assert batch.run_batch(args, cli._options, cli._hidden_paths) == 0
+    assert batch.run_batch(options_from_args(args)) == 0
     rows = {r["student"]: r for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
     assert set(rows) == {"staff", "broken"}
     name = torch.cuda.get_device_name()

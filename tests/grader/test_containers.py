@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import pytest
 
 from grader import batch, cli, containers
+from grader.batch.command import options_from_args
 from grader.records import Result
 from grader.spec import load_assignment
 
@@ -31,13 +32,12 @@ CORRECT = ROOT / "examples" / "submissions" / "correct"
 VERSION = load_assignment(hidden=False).assignment.version
 BUILT: dict[str, str] = {}
 
-# Runs `grader batch` as cli.py would, with the batch parser of grader/cli_batch.py.
+# Runs `grader batch` as cli.py would, with the batch parser of grader/batch/command.py.
 HARNESS = """
 import argparse, sys
-from grader import cli
-from grader.cli_batch import add_parsers
+from grader.batch import command
 parser = argparse.ArgumentParser(prog="grader")
-add_parsers(parser.add_subparsers(dest="command", required=True), cli._common, cli._options, cli._hidden_paths)
+command.add_parser(parser.add_subparsers(dest="command", required=True))
 args = parser.parse_args(sys.argv[1:])
 try:
     sys.exit(args.func(args))
@@ -155,7 +155,7 @@ def test_gpu_batch_gives_each_container_its_own_gpu(tmp_path: Path, monkeypatch:
     for name in ("a", "b", "c"):
         shutil.copytree(CORRECT, subs / name)
     args = _parse("batch", str(subs), "--out", str(out), "--docker", "--gpus", "0,1", "--problems", "gelu", "--memory", "32g")
-    assert batch.run_batch(args, cli._options, cli._hidden_paths) == 0
+    assert batch.run_batch(options_from_args(args)) == 0
     assert len(seen) == 3
     assert {c["device_requests"][0]["DeviceIDs"][0] for c in seen} <= {"0", "1"}
     assert all(r["gpu"] in ("cuda (GPU 0)", "cuda (GPU 1)") for r in _gradebook(out).values())
@@ -216,7 +216,7 @@ def image(engine: Any) -> str:
 
 def _run_batch(subs: Path, out: Path, *extra: str) -> int:
     args = _parse("batch", str(subs), "--out", str(out), "--docker", "--problems", "gelu", *extra)
-    return batch.run_batch(args, cli._options, cli._hidden_paths)
+    return batch.run_batch(options_from_args(args))
 
 
 def _leftover_containers(engine: Any, out: Path) -> list[Any]:

@@ -365,7 +365,7 @@ def test_pseudonyms_are_stable_salted_and_hide_the_ids(grades: Path, tmp_path: P
 
 
 def test_pseudonym_collisions_get_longer_suffixes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(leaderboard, "pseudonym", lambda student, salt, digits=4: f"same-{student[-1] * digits}" if digits > 4 else "same-name")
+    monkeypatch.setattr(leaderboard.names, "pseudonym", lambda student, salt, digits=4: f"same-{student[-1] * digits}" if digits > 4 else "same-name")
     shown = leaderboard.display_names(["s1", "s2", "s3"], "salt", {"s3": "Named"})
     assert shown == {"s1": "same-11111111", "s2": "same-22222222", "s3": "Named"}
 

@@ -1,0 +1,144 @@
+"""Result records on disk: reading one back, deciding whether it still stands, writing a whole set.
+
+Every file is written atomically and result.json last, so its presence marks a complete set; a
+student whose record is for this very grading is skipped, and whatever a run left behind is
+checked before it is trusted.
+"""
+
+from __future__ import annotations
+
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from grader.batch.tasks import Task
+from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
+from grader.report import gradescope_json, render_html, write_atomic
+from grader.spec import Assignment, Problem
+from grader.text import safe_text
+
+if TYPE_CHECKING:
+    from grader.batch.context import Context
+
+# An error that says nothing about the submission (the engine died, the grader broke): such a
+# row is graded again by the next run instead of being kept.
+INFRA = "infrastructure: "
+MAX_RESULT_BYTES = 32 << 20
+
+
+class BadResult(Exception):
+    """What a grading run left behind is not a usable result; the message says why."""
+
+
+def read_result(path: Path) -> Result | None:
+    try:
+        if path.stat().st_size > MAX_RESULT_BYTES:
+            return None
+        return Result.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def previous(out: Path, sha: str, assignment: Assignment, problems: list[str], interpreter: bool, retry_errors: bool = False) -> Result | None:
+    """The result already in `out` when it is for this very grading, else None.
+
+    Same content hash, assignment version, set of problems and device kind (interpreter or
+    GPU). A "graded" result counts, and so does an error the submission caused (a bad archive, a
+    hang); an infrastructure error does not, nor any error with `retry_errors`.
+    """
+    old = read_result(out / "result.json")
+    if old is None:
+        return None
+    same = (
+        old.submission.sha256 == sha
+        and old.assignment.version == assignment.assignment.version
+        and old.assignment.name == assignment.assignment.name
+        and sorted(p.name for p in old.problems) == sorted(problems)
+        and old.environment.interpreter == interpreter
+    )
+    if not same:
+        return None
+    if old.status == "error" and (retry_errors or old.error.startswith(INFRA)):
+        return None
+    if not (out / "report.html").exists() or not (out / "gradescope" / "results.json").exists():
+        commit_result(old, out)  # killed between files: the record is whole, re-render the rest
+    return old
+
+
+def commit_result(result: Result, out: Path) -> None:
+    """report.html and gradescope/results.json, then result.json: its presence marks a whole set."""
+    write_atomic(out / "report.html", render_html(result))
+    write_atomic(out / "gradescope" / "results.json", gradescope_json(result))
+    write_atomic(out / "result.json", result.model_dump_json(indent=2))
+
+
+def commit_or_error(ctx: Context, task: Task, result: Result) -> Result:
+    """Commit `result`; one that cannot be written becomes this student's error row instead.
+
+    Whatever a submission made of its result (issue 17: text no encoder takes), the batch goes
+    on, and the error row is kept, so that a re-run does not stop at the same student either.
+    """
+    try:
+        commit_result(result, task.out)
+        return result
+    except Exception as exc:  # noqa: BLE001 - any failure here is this student's, never the batch's
+        reason = f"the grader could not write this student's result: {type(exc).__name__}: {safe_text(str(exc))[:300]}"
+        error = ctx.error(task, reason, result.environment.isolation, result.duration_s)
+        try:
+            commit_result(error, task.out)
+        except Exception:  # noqa: BLE001 - the gradebook still gets the row
+            pass
+        return error
+
+
+def remove_partial_files(out: Path) -> int:
+    """Temporary files a killed run left behind (write_atomic's `.name.XXXX.tmp`)."""
+    removed = 0
+    for tmp in list(out.glob(".*.tmp")) + list(out.glob("gradescope/.*.tmp")):
+        tmp.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def error_result(assignment: Assignment, task: Task, reason: str, problems: list[Problem], device: str, isolation: str, duration: float = 0.0) -> Result:
+    """A complete record for a submission that could not be graded, so the gradebook stays whole."""
+    short = reason.strip().splitlines()[0] if reason.strip() else "error"
+    return Result(
+        assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
+        submission=SubmissionRef(path=str(task.entry.source), sha256=task.sha, student=task.student),
+        environment=Environment(device=device, torch="", triton="", python=platform.python_version(), isolation=isolation, interpreter=device == "cpu"),
+        score=0.0,
+        max_score=sum(p.max_score for p in problems),
+        duration_s=round(duration, 3),
+        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        status="error",
+        error=reason.strip()[:4000],
+        problems=[ProblemResult(name=p.name, title=p.title, score=0.0, max_score=p.max_score, status="error", message=short[:500]) for p in problems],
+    )
+
+
+def collect_result(out: Path, task: Task, assignment: Assignment) -> Result:
+    """The result.json a grading run wrote into `out`, checked; BadResult says what is wrong."""
+    path = out / "result.json"
+    if not path.is_file():
+        raise BadResult("it wrote no result.json")
+    if path.stat().st_size > MAX_RESULT_BYTES:
+        raise BadResult(f"its result.json is over {MAX_RESULT_BYTES >> 20} MiB")
+    try:
+        result = Result.model_validate_json(path.read_bytes())
+    except (ValueError, ValidationError) as exc:
+        first = str(exc).splitlines()[0][:300]
+        raise BadResult(f"its result.json is not a valid result record ({first})") from None
+    if (result.assignment.name, result.assignment.version) != (assignment.assignment.name, assignment.assignment.version):
+        raise BadResult(
+            f"it graded assignment {result.assignment.name} {result.assignment.version}, not {assignment.assignment.name} "
+            f"{assignment.assignment.version} (is the image out of date? `grader image build`)"
+        )
+    if result.submission.sha256 != task.sha:
+        raise BadResult("the files it graded differ from the submission (content hash mismatch)")
+    result.submission.path = str(task.entry.source)
+    result.submission.student = task.student
+    return result

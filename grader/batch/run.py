@@ -1,0 +1,283 @@
+"""The run of a batch: lock the output folder, prepare every student, skip what stands, grade the rest.
+
+Never lose a row: a student whose result.json records the same content hash, assignment version,
+problems and device kind is skipped unless --regrade. A batch killed at any moment and started
+again grades only what is missing. Whatever a submission does (crash, hang, garbage, a bad
+archive), it gets an error row with the reason, and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import queue
+import shutil
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from grader import gradebook, rescore
+from grader.batch.context import Context, selected_problems
+from grader.batch.discovery import WORK, discover
+from grader.batch.errors import BatchError
+from grader.batch.options import BatchOptions
+from grader.batch.results import INFRA, commit_or_error, commit_result, previous, remove_partial_files
+from grader.batch.runner_choice import make_runner
+from grader.batch.runners import Runner
+from grader.batch.tasks import Task, prepare
+from grader.containers import Cancelled
+from grader.orchestrator import DEFAULT_SECRET, resolve_device
+from grader.records import Result
+from grader.spec import load_assignment
+from grader.summary import batch_table, progress_line
+
+
+@dataclass
+class BatchLock:
+    """Only one batch writes to an output folder at a time."""
+
+    path: Path
+    handle: Any = None
+
+    def __enter__(self) -> "BatchLock":
+        self.handle = open(self.path, "w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.handle.close()
+            raise BatchError(f"another batch is writing to {self.path.parent} (it holds {self.path.name})") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+class _TermAsInterrupt:
+    """SIGTERM behaves like Ctrl-C while the batch runs, so containers are cleaned up either way."""
+
+    def __enter__(self) -> None:
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGTERM, self._raise)
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self.old is not None:
+            signal.signal(signal.SIGTERM, self.old)
+
+
+def _warn_secret(console: Console) -> str:
+    text = (
+        "This batch grades with the DEFAULT secret: anyone with the handout can predict the hidden inputs. "
+        "Set GRADER_SECRET (or --secret-file) for real grading."
+    )
+    console.print(Panel(text, title="warning: default secret", style="bold red"))
+    return text
+
+
+def run_batch(batch: BatchOptions) -> int:
+    """`grader batch`: grade every entry of batch.submissions into batch.out. Returns the exit code."""
+    # in a log (no terminal) Rich would wrap the class's table at 80 columns, a word a line
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    assignment = load_assignment(batch.spec, hidden=False if batch.public_only else None)
+    out = batch.out
+    out.mkdir(parents=True, exist_ok=True)
+    entries = discover(batch.submissions, exclude=[out])
+    known = [p.name for p in assignment.problems]
+    unknown = [p for p in batch.grading.problems or [] if p not in known]
+    if unknown:
+        raise BatchError(f"--problems: unknown problem(s) {', '.join(unknown)}; the assignment has {', '.join(known)}")
+    problems = selected_problems(assignment, batch.grading.problems)
+    names = [p.name for p in problems]
+    asked = batch.grading.device
+    gpus_given = bool(batch.gpus)
+    if batch.backend != "local":
+        device = resolve_device("auto") if asked == "auto" else asked  # the nodes' GPUs, not this machine's
+    elif batch.docker is not None:
+        if asked == "cuda" and not gpus_given:
+            raise BatchError("--device cuda with --docker needs --gpus (all, or indices such as 0,1)")
+        device = "cpu" if asked == "cpu" or not gpus_given else "cuda"
+    else:
+        device = resolve_device(asked)
+    options = dataclasses.replace(batch.grading, device=device)
+    ctx = Context(assignment, problems, options, batch.spec, batch.public_only, device, batch.wall_limit(problems), options.hide)
+
+    warnings: list[str] = []
+    if options.secret == DEFAULT_SECRET:
+        warnings.append(_warn_secret(console))
+
+    with BatchLock(out / ".batch.lock"):
+        shutil.rmtree(out / WORK, ignore_errors=True)  # leftovers of a killed run: redone below
+        runner, meta = make_runner(ctx, batch, console)
+        meta = {
+            "assignment": assignment.assignment.name,
+            "version": assignment.assignment.version,
+            "device": device,
+            "problems": names,
+            **meta,
+            "default_secret": options.secret == DEFAULT_SECRET,
+            "warnings": warnings + ([meta["image_warning"]] if "image_warning" in meta else []),
+            "started_at": started_at,
+        }
+        modules = [p.module for p in problems]
+        results: dict[str, Result | None] = {e.student: None for e in entries}
+        spec_changes = rescore.ResumeChanges.under(assignment)
+        slot_of: dict[str, str | None] = {}
+        order = [e.student for e in entries]
+
+        def book(final: bool = False, interrupted: bool = False) -> list[dict[str, Any]]:
+            rows = [gradebook.row(s, results[s], names, slot_of.get(s)) for s in order]
+            extra = {"finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "interrupted": interrupted} if final else {"running": True}
+            gradebook.write(out, rows, names, {**meta, **extra})
+            return rows
+
+        interrupted = False
+        try:
+            with _TermAsInterrupt(), Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+            ) as progress:
+                bar = progress.add_task("preparing", total=len(entries))
+                todo: list[Task] = []
+                for entry in entries:
+                    progress.update(bar, description=f"preparing {entry.student}")
+                    task = prepare(entry, out, modules)
+                    if task.out.exists():
+                        remove_partial_files(task.out)
+                    old = None if batch.regrade else previous(task.out, task.sha, assignment, names, device == "cpu", batch.retry_errors)
+                    old = spec_changes.settle(entry.student, old, task.out, commit_result)  # re-scored, or None: graded again
+                    if old is not None:
+                        results[entry.student] = old
+                        progress.advance(bar)
+                    elif task.error:
+                        result = commit_or_error(ctx, task, ctx.error(task, task.error, "none"))
+                        results[entry.student] = result
+                        progress.advance(bar)
+                    else:
+                        todo.append(task)
+                skipped = len(entries) - len(todo)
+                finished = skipped
+                if spec_changes.rescored or spec_changes.regraded:
+                    meta["spec_changes"] = spec_changes.as_meta()
+                    for line in spec_changes.lines():
+                        progress.console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
+                progress.update(bar, description=f"grading ({skipped} already done)" if skipped else "grading")
+                book()
+                graded = _grade_all(todo, runner, ctx, progress, bar)
+                try:
+                    for task, result, slot in graded:
+                        results[task.student], slot_of[task.student] = result, slot
+                        book()
+                        if not console.is_terminal:  # a log: the live bar draws nothing there
+                            finished += 1
+                            console.print(progress_line(finished, len(entries), task.student, result), markup=False, highlight=False, soft_wrap=True)
+                finally:
+                    graded.close()  # on Ctrl-C: stops the runner and its containers first
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            rows = book(final=True, interrupted=interrupted)
+            shutil.rmtree(out / WORK, ignore_errors=True)
+            if interrupted:
+                done = sum(r["status"] != "missing" for r in rows)
+                console.print(f"[yellow]interrupted:[/yellow] {done} of {len(rows)} students have results; run the same command again to grade the rest")
+
+    console.print(batch_table(rows, names))
+    for line in spec_changes.lines():
+        console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
+    for text in meta["warnings"]:
+        console.print(f"[bold red]warning:[/bold red] {text}")
+    errors = sum(r["status"] == "error" for r in rows)
+    if errors:
+        console.print(f"[red]{errors} student(s) could not be graded:[/red] see the error column of {out / 'gradebook.csv'}")
+    console.print(f"wrote {out / 'gradebook.csv'}, {out / 'summary.json'} and a folder per student in {out}")
+    return 0
+
+
+def _grade_all(todo: list[Task], runner: Runner, ctx: Context, progress: Progress, bar: Any) -> Iterator[tuple[Task, Result, str | None]]:
+    """Grade the tasks with the runner's slots; yields (task, committed result, slot) as each ends."""
+    if hasattr(runner, "start"):
+        runner.start(todo)  # a backend that takes the whole class at once (a Slurm job array)
+    running: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def describe() -> None:
+        with lock:
+            names = sorted(running)
+        shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+        progress.update(bar, description=f"grading {shown}" if shown else "grading")
+
+    def one(task: Task, slot: str | None) -> tuple[Result, str | None]:
+        with lock:
+            running[task.student] = time.monotonic()
+        describe()
+        try:
+            try:
+                result = runner.run(task, slot)
+            except Cancelled:
+                raise
+            except Exception as exc:  # a bug or an engine failure: an error row, never a stopped batch
+                result = ctx.error(task, f"{INFRA}{type(exc).__name__}: {exc}", "none")
+            return commit_or_error(ctx, task, result), slot
+        finally:
+            with lock:
+                running.pop(task.student, None)
+            shutil.rmtree(task.work, ignore_errors=True)
+            describe()
+
+    if not runner.parallel:
+        for task in todo:
+            result, slot = one(task, runner.slots[0])
+            progress.advance(bar)
+            yield task, result, slot
+        return
+
+    free: queue.Queue[str | None] = queue.Queue()
+    for slot in runner.slots:
+        free.put(slot)
+
+    def with_slot(task: Task) -> tuple[Result, str | None]:
+        slot = free.get()
+        try:
+            return one(task, slot)
+        finally:
+            free.put(slot)
+
+    pool = ThreadPoolExecutor(max_workers=len(runner.slots), thread_name_prefix="grade")
+    futures: dict[Future[tuple[Result, str | None]], Task] = {}
+    try:
+        futures = {pool.submit(with_slot, task): task for task in todo}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in done:
+                task = futures[future]
+                progress.advance(bar)
+                try:
+                    result, slot = future.result()
+                except Cancelled:
+                    continue
+                yield task, result, slot
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        runner.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)

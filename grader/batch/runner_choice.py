@@ -1,0 +1,54 @@
+"""Which runner grades this batch: the cluster backend, containers, subprocesses or this process."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Any
+
+from rich.console import Console
+
+from grader.batch.context import Context
+from grader.batch.errors import BatchError
+from grader.batch.options import BatchOptions
+from grader.batch.runners import DockerRunner, InProcessRunner, Runner, SubprocessRunner
+
+
+def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[Runner, dict[str, Any]]:
+    """The runner and the gradebook's metadata about it."""
+    from grader.containers import parse_gpus
+
+    out = options.out
+    if options.backend != "local":
+        from grader.cluster import make_runner as make_cluster_runner  # Ray or Slurm: grader/cluster/
+
+        return make_cluster_runner(ctx, options, console)
+    gpus = parse_gpus(options.gpus)
+    jobs = options.jobs
+    if options.docker is not None:
+        from grader.containers import ContainerLimits, content_hash, docker_client, image_tag, inspect_image, remove_stale
+
+        client = docker_client()
+        tag = options.docker.image or image_tag(ctx.assignment.assignment.version, cpu=not gpus)
+        info = inspect_image(client, tag)
+        if info.version and info.version != ctx.assignment.assignment.version:
+            raise BatchError(f"the image {tag} grades assignment version {info.version}, but the spec is version {ctx.assignment.assignment.version}: rebuild it with `grader image build`")
+        meta: dict[str, Any] = {"mode": "docker", "image": tag, "gpus": gpus}
+        if info.content and info.content != content_hash():
+            note = f"the image {tag} was built from other grader/assignment/reference files than this checkout: rebuild it with `grader image build` if that is not intended"
+            console.print(f"[yellow]warning:[/yellow] {note}")
+            meta["image_warning"] = note
+        slots: list[str | None] = list(gpus) if gpus else [None] * jobs
+        cpus = options.docker.cpus or max(1.0, (os.cpu_count() or 2) / len(slots))
+        limits = ContainerLimits(memory=options.docker.memory, pids=options.docker.pids, cpus=float(cpus), wall_s=ctx.wall_s)
+        label = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
+        stale = remove_stale(client, label)
+        if stale:
+            console.print(f"removed {stale} container(s) left by an earlier, killed run of this batch")
+        meta["limits"] = dataclasses.asdict(limits)
+        return DockerRunner(ctx, slots, client, tag, limits, label), meta
+    if gpus or jobs > 1:
+        slots = list(gpus) if gpus else [None] * jobs
+        return SubprocessRunner(ctx, slots), {"mode": "subprocess", "gpus": gpus, "jobs": len(slots)}
+    return InProcessRunner(ctx), {"mode": "in-process", "gpus": []}

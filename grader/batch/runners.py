@@ -1,0 +1,204 @@
+"""The three local ways to run one student's grading, all ending in the same checked `Result`.
+
+- in process (the default): `grade()` directly, one student at a time;
+- subprocesses (`--jobs N` or `--gpus` without Docker): `grader grade` per student, N at once,
+  one GPU each through CUDA_VISIBLE_DEVICES;
+- containers (`--docker`): one container per student through grader.containers.
+
+A cluster backend (grader.cluster) offers the same interface, and its nodes run these very runners.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from grader import kernel_cache
+from grader.batch.context import Context
+from grader.batch.results import INFRA, BadResult, collect_result
+from grader.batch.tasks import Task
+from grader.containers import Cancelled
+from grader.orchestrator import grade
+from grader.records import Result
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Runner(Protocol):
+    slots: list[str | None]
+    parallel: bool
+
+    def run(self, task: Task, slot: str | None) -> Result: ...
+
+    def stop(self) -> None: ...
+
+
+def tail_lines(text: str, n: int = 12) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-n:])
+
+
+class InProcessRunner:
+    """grade() in this process, one student at a time (the worker sandbox still applies)."""
+
+    parallel = False
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.slots: list[str | None] = [None]
+
+    def run(self, task: Task, slot: str | None) -> Result:
+        assert task.folder is not None
+        started = time.monotonic()
+        options = dataclasses.replace(self.ctx.options, student=task.student, progress=None)
+        try:
+            result = grade(self.ctx.assignment, task.folder, options)
+        except Exception as exc:  # grade() should not raise for a submission: keep the batch going
+            return self.ctx.error(task, f"{INFRA}the grader failed on this submission: {type(exc).__name__}: {exc}", "process", time.monotonic() - started)
+        result.submission.path = str(task.entry.source)
+        result.submission.student = task.student
+        return result
+
+    def stop(self) -> None:
+        pass
+
+
+class SubprocessRunner:
+    """`grader grade` in a child process per student: N at once, one GPU each when given."""
+
+    parallel = True
+
+    def __init__(self, ctx: Context, slots: list[str | None]) -> None:
+        self.ctx = ctx
+        self.slots = slots
+        self._live: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def run(self, task: Task, slot: str | None) -> Result:
+        assert task.folder is not None
+        started = time.monotonic()
+        out = task.work / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        log = task.work / "grader.log"
+        spec = Path(self.ctx.spec).resolve()
+        argv = [sys.executable, "-m", "grader.cli", "grade", str(task.folder.resolve()), "--out", str(out.resolve()), "--spec", str(spec)]
+        argv += self.ctx.grade_args() + ["--worker-user", self.ctx.options.worker_user]
+        env = {k: v for k, v in os.environ.items() if k not in ("GRADER_SECRET", "GRADER_HIDE")}
+        env["GRADER_SECRET"] = self.ctx.options.secret  # the environment, never argv
+        env["GRADER_HIDE"] = os.pathsep.join(str(p) for p in self.ctx.hide)
+        if self.ctx.options.kernel_cache is not None:
+            env[kernel_cache.ENV] = str(self.ctx.options.kernel_cache)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        if slot is not None:
+            env["CUDA_VISIBLE_DEVICES"] = slot
+        with open(log, "wb") as handle:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), start_new_session=True)
+        with self._lock:
+            self._live.add(proc)
+        try:
+            try:
+                code = proc.wait(timeout=self.ctx.wall_s)
+            except subprocess.TimeoutExpired:
+                _killpg(proc)
+                return self.ctx.error(task, f"grading ran past its wall-clock limit of {self.ctx.wall_s:g} s and was stopped", "process", time.monotonic() - started, gpu=slot)
+        finally:
+            with self._lock:
+                self._live.discard(proc)
+        if self.stopping.is_set():
+            raise Cancelled()
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if code != 0:
+            return self.ctx.error(task, f"{INFRA}`grader grade` exited with code {code}:\n{tail_lines(text)}", "process", time.monotonic() - started, gpu=slot)
+        try:
+            return collect_result(out, task, self.ctx.assignment)
+        except BadResult as exc:
+            return self.ctx.error(task, f"{INFRA}`grader grade` left no usable result: {exc}", "process", time.monotonic() - started, gpu=slot)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._lock:
+            live = list(self._live)
+        for proc in live:
+            _killpg(proc)
+
+
+def _killpg(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class DockerRunner:
+    """One container per student (grader.containers), one GPU per container when given."""
+
+    parallel = True
+    entrypoint: list[str] | None = None  # None: the image's grader; tests swap in fakes (crash, garbage)
+
+    def __init__(self, ctx: Context, slots: list[str | None], client: Any, image: str, limits: Any, batch_label: str) -> None:
+        from grader.containers import ContainerRunner
+
+        self.ctx = ctx
+        self.slots = slots
+        self.image = image
+        self.batch_label = batch_label
+        self.runner = ContainerRunner(client, limits)
+
+    def run(self, task: Task, slot: str | None) -> Result:
+        from grader.containers import WORKER_USER, ContainerJob
+
+        assert task.folder is not None
+        started = time.monotonic()
+        out = task.work / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True, mode=0o700)
+        os.chmod(out, 0o700)  # the worker (another uid inside) can neither read nor write it
+        args = ["grade", "/submission", "--out", "/out", *self.ctx.grade_args(), "--worker-user", WORKER_USER]
+        job = ContainerJob(
+            student=task.student,
+            submission=task.folder,
+            out=out,
+            image=self.image,
+            args=args,
+            gpu=slot,
+            env={"GRADER_SECRET": self.ctx.options.secret},
+            batch_label=self.batch_label,
+            entrypoint=self.entrypoint,
+        )
+        try:
+            outcome = self.runner.run(job)
+        except Cancelled:
+            raise
+        except Exception as exc:  # docker.errors.*, requests: the engine, not the student
+            if self.runner.stopping.is_set():
+                raise Cancelled() from None
+            return self.ctx.error(task, f"{INFRA}docker: {type(exc).__name__}: {exc}", "docker", time.monotonic() - started, gpu=slot)
+        elapsed = time.monotonic() - started
+        logs = tail_lines(outcome.logs)
+        if outcome.timed_out:
+            return self.ctx.error(task, f"the container ran past its wall-clock limit of {self.ctx.wall_s:g} s and was killed", "docker", elapsed, gpu=slot)
+        if outcome.oom_killed:
+            return self.ctx.error(task, f"the container ran out of memory (limit {self.runner.limits.memory}) and was killed", "docker", elapsed, gpu=slot)
+        if outcome.exit_code != 0:
+            return self.ctx.error(task, f"the grading container exited with code {outcome.exit_code}:\n{logs}", "docker", elapsed, gpu=slot)
+        try:
+            return collect_result(out, task, self.ctx.assignment)
+        except BadResult as exc:
+            return self.ctx.error(task, f"the grading container produced no usable result: {exc}\n{logs}".strip(), "docker", elapsed, gpu=slot)
+
+    def stop(self) -> None:
+        self.runner.kill_all()
