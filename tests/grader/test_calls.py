@@ -111,3 +111,65 @@ def test_fresh_inputs_put_repeats_in_the_same_tensors() -> None:
     assert third["x"] is not first["x"]
 
 
+
+
+# -- one call, as the worker and the handout both make it --------------------------------------------
+
+
+def _inputs(seed: int) -> dict[str, Any]:
+    return GELU.make_inputs(CASE, torch.Generator().manual_seed(seed))
+
+
+def test_run_fills_new_memory_with_nan_during_the_call_only() -> None:
+    seen: dict[str, Any] = {}
+
+    def peek(x: torch.Tensor) -> torch.Tensor:
+        seen["fill"] = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+        seen["empty"] = torch.empty(64)
+        return x.clone()
+
+    outcome = calls.run(GELU, peek, CASE, _inputs(1), "cpu", calls.FreshInputs(), watch=False)
+    assert outcome.error is None and seen["fill"] is True and torch.isnan(seen["empty"]).all()
+    assert torch.utils.deterministic.fill_uninitialized_memory is False  # type: ignore[attr-defined]
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_run_keeps_the_submissions_error_and_still_resets_the_fill() -> None:
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("block size too large")
+
+    outcome = calls.run(GELU, broken, CASE, _inputs(1), "cpu", calls.FreshInputs(), watch=True)
+    assert isinstance(outcome.error, ValueError) and outcome.result is None
+    assert torch.utils.deterministic.fill_uninitialized_memory is False  # type: ignore[attr-defined]
+
+
+def test_run_gives_a_repeat_the_first_calls_tensors_with_new_values() -> None:
+    """An output cache keyed by the input tensor answers the repeat with the first call's output."""
+    cache: dict[int, torch.Tensor] = {}
+
+    def cached(x: torch.Tensor) -> torch.Tensor:
+        return cache.setdefault(id(x), torch.nn.functional.gelu(x, approximate="tanh"))
+
+    fresh = calls.FreshInputs()
+    first = calls.run(GELU, cached, CASE, _inputs(1), "cpu", fresh, watch=False)
+    second = calls.run(GELU, cached, CASE, _inputs(2), "cpu", fresh, watch=False)
+    assert second.inputs["x"] is first.inputs["x"] and torch.equal(second.inputs["x"], _inputs(2)["x"])
+    assert second.result is not None and second.result.outputs["out"] is first.result.outputs["out"]  # type: ignore[union-attr]
+
+
+def test_run_records_what_the_checks_need() -> None:
+    def writes_its_input(x: torch.Tensor) -> torch.Tensor:
+        out = torch.nn.functional.gelu(x, approximate="tanh")
+        x.zero_()
+        return out
+
+    outcome = calls.run(GELU, writes_its_input, CASE, _inputs(3), "cpu", calls.FreshInputs(), watch=True)
+    assert "aten::gelu" in outcome.profile["aten_ops"] and outcome.triton_launches == 0 and outcome.seconds > 0
+    assert outcome.changed_inputs() == ["x"]
+    unwatched = calls.run(GELU, writes_its_input, CASE, _inputs(3), "cpu", calls.FreshInputs(), watch=False)
+    assert unwatched.profile == {}
+
+
+def test_watched_sees_the_ops_of_one_call_as_timing_watches_it() -> None:
+    result, profile, launches = calls.watched(GELU, lambda x: torch.nn.functional.gelu(x, approximate="tanh"), _inputs(4), CASE, "cpu")
+    assert "aten::gelu" in profile["aten_ops"] and launches == 0 and result.outputs["out"].shape == (8, 16)
