@@ -154,9 +154,9 @@ class BenchmarkRunner:
         fn = self.runner.function(self.problem) if impl == "yours" else None
         seeds = ShapeSeeds.draw(PUBLIC_SECRET, self.problem, case)
         sets = [kind.make_inputs(case, generator(seeds.inputs + i, "cuda")) for i in range(2)]
-        calls = [kind.timed(fn, s) if fn is not None else kind.pytorch(s) for s in sets]
+        timed = [kind.timed(fn, s) if fn is not None else kind.pytorch(s) for s in sets]
         if benchmark.disabled:  # --benchmark-disable: run once, as a smoke test, time nothing
-            calls[0]()
+            timed[0]()
             torch.cuda.synchronize()
             return
         # yours, as the grader times a submission: one watched call for the kernel check, then
@@ -167,7 +167,7 @@ class BenchmarkRunner:
             cheat = kernel_message(spec, case, profile, launches)
             if cheat:
                 pytest.fail(cheat, pytrace=False)
-        samples = timing.measure(calls, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
+        samples = timing.measure(timed, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
         if rounds is not None:
             verified, payload = rounds.drain()
             flags = verify_rounds(kind, spec, case, seeds, 0, len(samples), verified, payload, kind.make_inputs(case, generator(seeds.inputs, "cuda")))

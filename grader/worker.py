@@ -6,20 +6,21 @@ transient unprivileged user in a mount namespace that hides the reference, the h
 the results. Everything it sends back is data for the orchestrator to check.
 
 The submission runs in this very process, so every note it sends (exact output types, aliasing,
-profiled ops, launch counts) could in principle be forged by code that reaches into this module.
-What is done here makes that take deliberate effort, and makes the easy routes fail loudly:
+profiled ops, launch counts) could in principle be forged by code that reaches into the harness
+(this module, `grader.calls` which makes each call, `grader.watch` which watches it). What is
+done makes that take deliberate effort, and makes the easy routes fail loudly:
 
 - the grader's modules are removed from `sys.modules` before the submission is imported, and
   nothing in `__main__` refers to them: `import grader.worker` fails, and a fresh copy imported
   through a hand-made path is not the copy that is running;
-- ops are recorded with the C-level profiler functions, bound when this module was imported, on
-  every thread; a call that switched the profiler off or restarted it is reported as tampering;
+- ops are recorded with the C-level profiler functions, bound before the submission is
+  imported, on every thread; a call that switched the profiler off or restarted it is reported as tampering;
 - the functions the harness and the timing depend on (builtins, time, torch.Tensor, CUDA events,
   torch.allclose, the profiler, Triton's launch entry point, ...) are snapshotted before the
   import; any replacement is restored at once and the problem fails with the names replaced;
 - the Triton launch counter lives in a closure whose globals hold nothing of the grader.
 
-What remains (walking frames or the garbage collector to reach this module's globals, poking
+What remains (walking frames or the garbage collector to reach the harness's globals, poking
 memory through ctypes, forging replies on the pipe) is listed in docs/defenses.md: the output
 values for fresh inputs still have to be computed, so the cheat left is "used PyTorch or a
 token kernel and hid it", which the static scan reports for a human to look at.
