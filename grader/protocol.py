@@ -17,7 +17,7 @@ import select
 import struct
 import time
 import zipfile
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -158,7 +158,7 @@ class ExitRequest(Message):
     op: Literal["exit"] = "exit"
 
 
-Request = Annotated[Union[CallRequest, TimeRequest, LoopRequest, ExitRequest], Field(discriminator="op")]
+Request = Annotated[CallRequest | TimeRequest | LoopRequest | ExitRequest, Field(discriminator="op")]
 _REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
 
 

@@ -28,8 +28,6 @@ token kernel and hid it", which the static scan reports for a human to look at.
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import argparse
 import os
 import resource
