@@ -13,15 +13,15 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from grader import student_runtime, timing
+from grader import calls, student_runtime, timing
 from grader.timed_rounds import FreshRounds
 from grader.checks import case_label, check_call, kernel_check
 from grader.performance import ShapeSeeds, verify_rounds
 from grader.performance import achieved as _achieved
 from grader.problems import REGISTRY
-from grader.problems.base import CallOutput, ProblemKind, case_seed, generator, move_inputs
+from grader.problems.base import case_seed, generator, move_inputs
 from grader.spec import Case, Problem, load_assignment
-from grader.worker import FreshInputs, LaunchCounter, _profiled, changed_inputs, describe_outputs, input_bits, load_function
+from grader.watch import LaunchCounter
 
 PUBLIC_SECRET = "public"
 
@@ -60,7 +60,7 @@ class CaseRunner:
         self.device = device
         self.spec = load_assignment(hidden=False)
         self._functions: dict[str, Callable[..., Any]] = {}
-        self.fresh = FreshInputs()
+        self.fresh = calls.FreshInputs()
         LaunchCounter.install()
 
     def function(self, problem: str) -> Callable[..., Any]:
@@ -68,46 +68,35 @@ class CaseRunner:
             p = self.spec.problem(problem)
             if not (self.submission / f"{p.module}.py").is_file():
                 pytest.fail(f"{self.submission} has no {p.module}.py", pytrace=False)
-            self._functions[problem] = load_function(self.submission, p.module, p.function)
+            self._functions[problem] = calls.load_function(self.submission, p.module, p.function)
         return self._functions[problem]
 
     def check(self, problem: str, case: Case) -> None:
         """Every correctness rule of the grader, on this case's public inputs: outputs, inputs and
-        the kernel check (the call is profiled the way the grader's worker profiles it)."""
+        the kernel check; the call is made by the grader worker's own `calls.run`."""
         kind, spec = REGISTRY[problem], self.spec.problem(problem)
         fn = self.function(problem)
         for repeat in range(case.repeats):
             inputs = kind.make_inputs(case, generator(case_seed(PUBLIC_SECRET, problem, case, repeat)))
             expected = kind.expected(inputs, case)
-            on_device = self.fresh.place(case.name, move_inputs(inputs, self.device))
-            before = input_bits(on_device)
-            torch.use_deterministic_algorithms(True, warn_only=True)
-            torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
-            result: CallOutput | str
-            cheat: str | None = None
-            try:
-                result, cheat = watched_call(spec, kind, fn, on_device, case, self.device)
-            except NotImplementedError as exc:
-                result = f"NotImplementedError: {exc}"
-            finally:
-                torch.use_deterministic_algorithms(False)
-                torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
-            if isinstance(result, str):
-                pytest.fail(result, pytrace=False)
-            meta, payload = describe_outputs(result, on_device, self.device)
-            verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed_inputs(on_device, before))
+            outcome = calls.run(kind, fn, case, move_inputs(inputs, self.device), self.device, self.fresh, watch=True)
+            if isinstance(outcome.error, NotImplementedError):
+                pytest.fail(f"NotImplementedError: {outcome.error}", pytrace=False)
+            if outcome.error is not None:
+                raise outcome.error
+            assert outcome.result is not None
+            cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches)
+            meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, self.device)
+            verdict = check_call(kind, spec, case, self.device, expected, payload, meta, outcome.changed_inputs())
             failures = [m for m in (verdict.message if not verdict.passed else "", cheat) if m]
             if failures:
                 pytest.fail(f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures), pytrace=False)
 
 
-def watched_call(spec: Problem, kind: ProblemKind, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, device: str) -> tuple[CallOutput, str | None]:
-    """One call watched as the grader's worker watches it, and the kernel check's message, if any."""
-    profile: dict[str, Any] = {}
-    launches = LaunchCounter.total()
-    result = kind.call(fn, inputs, case, lambda: _profiled(profile, device))
-    cheat = kernel_check(spec, case, list(profile.get("aten_ops", [])), LaunchCounter.total() - launches)
-    return result, cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
+def kernel_message(spec: Problem, case: Case, profile: dict[str, Any], triton_launches: int) -> str | None:
+    """The kernel check's verdict on a watched call, as the handout reports it (None: it passes)."""
+    cheat = kernel_check(spec, case, list(profile.get("aten_ops", [])), triton_launches)
+    return cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 
 
 # As much timed work as the grader puts on each side of a shape (6 alternations of >= 50 ms): ten
@@ -164,19 +153,20 @@ class BenchmarkRunner:
         fn = self.runner.function(self.problem) if impl == "yours" else None
         seeds = ShapeSeeds.draw(PUBLIC_SECRET, self.problem, case)
         sets = [kind.make_inputs(case, generator(seeds.inputs + i, "cuda")) for i in range(2)]
-        calls = [kind.timed(fn, s) if fn is not None else kind.pytorch(s) for s in sets]
+        timed = [kind.timed(fn, s) if fn is not None else kind.pytorch(s) for s in sets]
         if benchmark.disabled:  # --benchmark-disable: run once, as a smoke test, time nothing
-            calls[0]()
+            timed[0]()
             torch.cuda.synchronize()
             return
         # yours, as the grader times a submission: one watched call for the kernel check, then
         # rounds with new contents and a sample of them checked; PyTorch's rounds as the grader's
         rounds = FreshRounds(kind, case, sets, seeds.refill, seeds.verify) if fn is not None else None
         if fn is not None:
-            cheat = watched_call(spec, kind, fn, sets[0], case, "cuda")[1]
+            _, profile, launches = calls.watched(kind, fn, sets[0], case, "cuda")
+            cheat = kernel_message(spec, case, profile, launches)
             if cheat:
                 pytest.fail(cheat, pytrace=False)
-        samples = timing.measure(calls, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
+        samples = timing.measure(timed, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
         if rounds is not None:
             verified, payload = rounds.drain()
             flags = verify_rounds(kind, spec, case, seeds, 0, len(samples), verified, payload, kind.make_inputs(case, generator(seeds.inputs, "cuda")))

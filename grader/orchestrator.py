@@ -121,16 +121,13 @@ class ProblemRun:
         worker = Worker(self.config, self.submission, self.problem.name, self.problem.module, self.problem.function, kernel_seed=self.kernel_slot)
         self.isolation = worker.isolation
         self.worker = worker
-        header = worker.wait_ready(self.deadline)
-        if header.get("status") == "import_error":
+        greeting = worker.wait_ready(self.deadline)
+        if isinstance(greeting, protocol.ImportFailed):
             self._stop_worker()
-            self.fatal = f"could not load {self.problem.module}.{self.problem.function}: {header.get('message')}"
-            tb = header.get("traceback")
+            self.fatal = f"could not load {self.problem.module}.{self.problem.function}: {greeting.message}"
+            tb = greeting.traceback
             if tb and tb.strip() not in self.fatal:
                 self.fatal += f"\n{tb}"
-        elif header.get("status") != "ready":
-            self._stop_worker()
-            self.fatal = f"the worker sent an unexpected greeting: {str(header)[:200]}"
 
     def _stop_worker(self) -> None:
         if self.worker is not None:
@@ -162,29 +159,27 @@ class ProblemRun:
             if self.fatal:
                 return False, self.fatal
         assert self.worker is not None
-        header = {"op": "call", "case": case.model_dump(), "profile": True}
+        request = protocol.CallRequest(case=case.model_dump(), profile=True)
         with trace.span(*label, "worker round trip"):
-            reply, blob = self.worker.call(header, protocol.pack_tensors(inputs), self.deadline, max_blob)
-        trace.note(reply.get("call_s"), *label, "in the worker: the call, profiled")
-        if reply.get("status") == "error":
-            if reply.get("fatal"):
+            reply, blob = self.worker.call(request, protocol.pack_tensors(inputs), self.deadline, max_blob)
+        if isinstance(reply, protocol.Failed):
+            if reply.fatal:
                 self._stop_worker()
-            return False, f"{reply.get('message')}\n{reply.get('traceback', '')}".strip()
-        if reply.get("status") != "ok":
-            raise protocol.ProtocolError(f"unexpected reply status {reply.get('status')!r}")
+            return False, f"{reply.message}\n{reply.traceback}".strip()
+        assert isinstance(reply, protocol.Called)  # the only other reply a call may get
+        trace.note(reply.call_s, *label, "in the worker: the call, profiled")
         payload = protocol.unpack_tensors(blob)
         if not isinstance(payload, dict):
             raise protocol.ProtocolError("the reply's payload is not a mapping of outputs")
-        self._check_kernel_use(reply, case)
+        self._check_kernel_use(reply.profile, reply.triton_launches, case)
         with trace.span(*label, "check"):
-            verdict = check_call(self.kind, self.problem, case, self.device, expected, payload, reply.get("meta") or {}, list(reply.get("inputs_changed") or []))
+            verdict = check_call(self.kind, self.problem, case, self.device, expected, payload, reply.meta, reply.inputs_changed)
         return verdict.passed, verdict.message
 
-    def _check_kernel_use(self, reply: dict[str, Any], case: Case) -> None:
+    def _check_kernel_use(self, profile: protocol.Profile | None, triton_launches: int, case: Case) -> None:
         if self.cheat:
             return
-        profile = reply.get("profile") or {}
-        self.cheat = kernel_check(self.problem, case, list(profile.get("aten_ops", [])), int(reply.get("triton_launches") or 0))
+        self.cheat = kernel_check(self.problem, case, list(profile.aten_ops) if profile else [], triton_launches)
 
     # -- the problem ------------------------------------------------------------------------------
 
@@ -298,14 +293,14 @@ class ProblemRun:
             return Performance(status="skipped", reason=f"timing failed: {failed}", score=0.0, max_score=points, gpu=gpu)
         return performance.score(self.problem, shapes, gpu)
 
-    def _timing_call(self, header: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    def _timing_call(self, request: protocol.TimeRequest | protocol.LoopRequest) -> tuple[protocol.Timed | protocol.Looped, Any]:
         """One timing request; the reply and its sampled outputs (for `performance.verify_rounds`)."""
         try:
             if self.worker is None:
                 self._start_worker()
                 if self.fatal or self.worker is None:
                     raise _TimingFailed(self.fatal or "the worker did not start")
-            reply, blob = self.worker.call(header, b"", self.deadline, performance.MAX_TIMING_BLOB)
+            reply, blob = self.worker.call(request, b"", self.deadline, performance.MAX_TIMING_BLOB)
             payload = protocol.unpack_tensors(blob) if blob else {}
         except WorkerTimeout:
             self._stop_worker()
@@ -313,14 +308,15 @@ class ProblemRun:
         except (WorkerDied, protocol.ProtocolError) as exc:
             self._stop_worker()
             raise _TimingFailed(str(exc)) from None
-        if reply.get("status") != "ok":
-            if reply.get("fatal"):
+        if isinstance(reply, protocol.Failed):
+            if reply.fatal:
                 self._stop_worker()
-            raise _TimingFailed(str(reply.get("message", "the worker reported an error")))
-        if not reply.get("triton_launches"):
+            raise _TimingFailed(reply.message)
+        assert isinstance(reply, (protocol.Timed, protocol.Looped))  # the only other replies a timing request may get
+        if not reply.triton_launches:
             raise _TimingFailed("no Triton kernel was launched in the timed calls")
-        if reply.get("profile"):
-            self._check_kernel_use(reply, self.kind.case_model.model_validate(header["case"]))
+        if isinstance(reply, protocol.Timed) and reply.profile is not None:
+            self._check_kernel_use(reply.profile, reply.triton_launches, self.kind.case_model.model_validate(request.case))
             if self.cheat:
                 raise _TimingFailed(self.cheat)
         return reply, payload

@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import torch
 
-from grader import timing, trace
+from grader import protocol, timing, trace
+from grader.calls import load_function
 from grader.checks import compare, output_contract, payload_issue
 from grader.problems.base import ProblemKind, case_seed, generator, round_seed
 from grader.records import Performance, ShapeTiming
@@ -113,7 +114,7 @@ class ReferenceSide:
         return ref, torch_calls, sets
 
 
-def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeSeeds, first: int, count: int, verified: list[dict[str, Any]], payload: Any, inputs: dict[str, Any]) -> list[str]:
+def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeSeeds, first: int, count: int, verified: list[protocol.VerifiedRound], payload: Any, inputs: dict[str, Any]) -> list[str]:
     """Judge the checked rounds of one measurement, timed rounds `first .. first+count-1`.
 
     Every round the seeds choose, and the last, must have been checked. For each, the worker sent
@@ -124,7 +125,7 @@ def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeS
     """
     last = first + count - 1
     payload = payload if isinstance(payload, dict) else {}
-    rounds = {item["round"]: item for item in verified}
+    rounds = {item.round: item for item in verified}
     required = {r for r in range(first, first + count) if chosen(seeds.verify, r)} | ({last} if count else set())
     missing = sorted(required - rounds.keys())
     if missing:
@@ -134,10 +135,9 @@ def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeS
         where = f"{case.name}, timed round {index + 1}"
         if not first <= index <= last:
             return [f"{where}: not a round of this measurement"]
-        facts = rounds[index].get("outputs")
-        facts = facts if isinstance(facts, dict) else {}
+        facts = rounds[index].outputs
         broken = [m for name in kind.timed_names if (m := output_contract(kind, case, device, name, list(kind.output_shape(name, case)), facts.get(name)))]
-        broken += rounds[index]["issues"]
+        broken += rounds[index].issues
         if broken:
             return [f"{where}: {'; '.join(broken)}"]
         kind.refill(inputs, case, generator(round_seed(seeds.refill, index), device))
@@ -155,12 +155,11 @@ def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeS
 
 
 def load_reference(problem: Problem, reference_dir: Path = REFERENCE_DIR) -> Callable[..., Any]:
-    from grader.worker import load_function
-
     return load_function(reference_dir, problem.module, problem.function)
 
 
-WorkerCall = Callable[[dict[str, Any]], tuple[dict[str, Any], Any]]
+#: sends one timing request to the student's worker: its reply (an error raises) and payload
+WorkerCall = Callable[[protocol.TimeRequest | protocol.LoopRequest], tuple[protocol.Timed | protocol.Looped, Any]]
 
 
 def measure_shape(
@@ -189,18 +188,19 @@ def measure_shape(
         quiet()
         timing.warm_up(ref_calls)
         timing.warm_up(torch_calls)
-    header = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
+    shape: dict[str, Any] = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
     if checking:
-        header.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
+        shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
     student: list[float] = []
     reference: list[float] = []
-    checks: list[tuple[int, int, list[dict[str, Any]], Any]] = []
+    checks: list[tuple[int, int, list[protocol.VerifiedRound], Any]] = []
     for i in range(ALTERNATIONS):
         # the first timed call is also profiled: the kernel check applies to what is timed too
         with trace.span(*label, f"student, alternation {i + 1}"):
-            reply, payload = worker_call({**header, "op": "time", "budget_s": BUDGET_S, "min_s": MIN_S, "warm": i == 0, "profile": i == 0})
-        samples = [float(s) for s in reply.get("samples_s", [])]
-        checks.append((len(student), len(samples), list(reply.get("verified", [])), payload))
+            reply, payload = worker_call(protocol.TimeRequest(**shape, budget_s=BUDGET_S, min_s=MIN_S, warm=i == 0, profile=i == 0))
+        assert isinstance(reply, protocol.Timed)  # what a time request gets back (an error raises)
+        samples = list(reply.samples_s)
+        checks.append((len(student), len(samples), list(reply.verified), payload))
         student += samples
         with trace.span(*label, f"reference, alternation {i + 1}"):
             quiet()
@@ -229,10 +229,11 @@ def measure_shape(
         flags.append(f"median {s_med * 1e3:.4f} ms is below the roofline floor {floor * 1e3:.4f} ms (impossible: timing subverted?)")
     rounds = max(5, min(200, int(WALL_CHECK_S / max(s_med, 1e-6))))
     start = time.monotonic()
-    loop, _ = worker_call({**header, "op": "loop", "rounds": rounds})
+    loop, _ = worker_call(protocol.LoopRequest(**shape, rounds=rounds))
     wall = time.monotonic() - start
+    assert isinstance(loop, protocol.Looped)  # what a loop request gets back (an error raises)
     trace.note(wall, *label, f"wall-clock check, {rounds} rounds")
-    reported = float(loop.get("wall_s", 0.0))
+    reported = loop.wall_s
     # the worker's own loop time must fit in our wall clock, and its events must not undercount it
     if reported > wall + 1e-3:
         flags.append(f"the worker reported {reported:.4f} s for a loop that took {wall:.4f} s on the orchestrator's clock")

@@ -1,8 +1,11 @@
-"""The wire format between the orchestrator and the worker: framed JSON headers plus tensor blobs.
+"""The wire between the orchestrator and the worker: framed JSON headers plus tensor blobs, and
+one typed model per message that travels on it.
 
 Tensors travel as `torch.save` bytes and are read back with `torch.load(weights_only=True)`, which
 refuses arbitrary pickled objects: a hostile worker can send wrong data, but never code that runs
-in the orchestrator. Every read is bounded in size and in time.
+in the orchestrator. Every read is bounded in size and in time, and every reply is parsed into the
+model its request expects before the orchestrator reads any of it (`read_reply`): a field of the
+wrong type would otherwise surface as an exception deep inside the grading.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import os
 import select
 import struct
 import time
-from typing import Any
+import zipfile
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 _LEN = struct.Struct("<Q")
 MAX_HEADER = 1 << 20
@@ -33,6 +38,165 @@ class Deadline(Exception):
     """No complete message arrived before the deadline."""
 
 
+# -- the messages -------------------------------------------------------------------------------
+
+
+class Message(BaseModel):
+    """Strict: a value of the wrong JSON type is refused, never coerced ("1" is not a count)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Ready(Message):
+    """The submission's module imported; requests may follow."""
+
+    status: Literal["ready"] = "ready"
+
+
+class Failed(Message):
+    """The submission raised (or tampered with the harness); `fatal`: the worker must not be reused."""
+
+    status: Literal["error"] = "error"
+    type: str
+    message: str
+    traceback: str = ""
+    fatal: bool = False
+
+
+class ImportFailed(Failed):
+    """The greeting of a worker whose submission module could not be loaded."""
+
+    status: Literal["import_error"] = "import_error"  # type: ignore[assignment]
+
+
+class Profile(Message):
+    """What the profiler saw during a watched call (see `grader.calls.profiled`)."""
+
+    aten_ops: list[str] = []
+    gpu_kernels: list[str] = []
+    triton_launches: int = 0
+
+
+class Called(Message):
+    """A correctness call that returned: its outputs' facts (the values travel in the blob)."""
+
+    status: Literal["ok"] = "ok"
+    #: per output its facts (`calls.describe_outputs`): data the checks judge, not typed here
+    meta: dict[str, Any]
+    inputs_changed: list[str]
+    triton_launches: int
+    profile: Profile | None = None
+    call_s: float
+
+
+class VerifiedRound(Message):
+    """One checked timed round: its outputs' facts and what could not be read of them."""
+
+    round: int
+    outputs: dict[str, Any] = {}
+    issues: list[str]
+
+
+class Timed(Message):
+    """Event-timed rounds, and the checked rounds among them (their samples travel in the blob)."""
+
+    status: Literal["ok"] = "ok"
+    samples_s: list[float]
+    triton_launches: int
+    profile: Profile | None = None
+    verified: list[VerifiedRound] = []
+
+
+class Looped(Message):
+    """The worker's own wall time of a loop of calls."""
+
+    status: Literal["ok"] = "ok"
+    wall_s: float
+    triton_launches: int
+
+
+class CallRequest(Message):
+    """Run the submission once on the inputs in the blob (a correctness call)."""
+
+    op: Literal["call"] = "call"
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Called, "error": Failed}
+    case: dict[str, Any]
+    profile: bool = False
+
+
+class ShapeRequest(Message):
+    """What both timing requests share: the benchmark shape and the seeds of its inputs."""
+
+    case: dict[str, Any]
+    seed: int
+    sets: int
+    #: absent only when timing is unverified (GRADER_UNVERIFIED_TIMING): rounds are not refilled
+    refill_seed: int | None = None
+    verify_seed: int | None = None
+
+
+class TimeRequest(ShapeRequest):
+    """Time the student's kernel for about `budget_s` (see `timing.measure`)."""
+
+    op: Literal["time"] = "time"
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Timed, "error": Failed}
+    budget_s: float
+    min_s: float = 0.0
+    warm: bool = True
+    profile: bool = False
+
+
+class LoopRequest(ShapeRequest):
+    """Run `rounds` calls back to back for the orchestrator's wall-clock check."""
+
+    op: Literal["loop"] = "loop"
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Looped, "error": Failed}
+    rounds: int
+
+
+class ExitRequest(Message):
+    op: Literal["exit"] = "exit"
+
+
+Request = Annotated[CallRequest | TimeRequest | LoopRequest | ExitRequest, Field(discriminator="op")]
+_REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
+
+
+#: what a worker may say first, by status (each request lists its own replies)
+GREETING: dict[str, type[Message]] = {"ready": Ready, "import_error": ImportFailed}
+
+
+def _explain(exc: ValidationError) -> str:
+    """The first few problems pydantic found, as `field: what is wrong` (values are not echoed)."""
+    parts = [f"{'.'.join(map(str, e['loc'])) or 'the message'}: {e['msg']}" for e in exc.errors(include_url=False, include_input=False)[:3]]
+    more = len(exc.errors()) - 3
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def parse_reply(header: dict[str, Any], expected: dict[str, type[Message]]) -> Message:
+    """The reply as the model its status names, among those `expected`; else a ProtocolError."""
+    status = header.get("status")
+    if not isinstance(status, str):
+        raise ProtocolError("the message has no status")
+    model = expected.get(status)
+    if model is None:
+        raise ProtocolError(f"a reply of status {status[:40]!r} where {' or '.join(map(repr, expected))} was due")
+    try:
+        return model.model_validate(header)
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed {status!r} reply: {_explain(exc)}") from None
+
+
+def parse_request(header: dict[str, Any]) -> CallRequest | TimeRequest | LoopRequest | ExitRequest:
+    try:
+        return _REQUEST.validate_python(header)  # type: ignore[no-any-return]
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed request: {_explain(exc)}") from None
+
+
+# -- tensors ------------------------------------------------------------------------------------
+
+
 def pack_tensors(obj: Any) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf)
@@ -46,6 +210,39 @@ def unpack_tensors(blob: bytes, map_location: str | torch.device = "cpu") -> Any
         raise ProtocolError(f"could not decode the tensor payload: {type(exc).__name__}: {exc}") from None
 
 
+def check_archive(blob: bytes) -> None:
+    """A payload must be what torch.save writes: a zip archive of stored (uncompressed) entries.
+
+    torch.load accepts deflated entries too, and inflates them before it checks anything: a
+    megabyte of forged payload could become a gigabyte in the orchestrator. With stored entries
+    only, what is loaded is never larger than what was received (torch.load checks each record's
+    size against the tensor it claims to hold).
+    """
+    if not blob:
+        return
+    if not blob.startswith(b"PK\x03\x04"):
+        raise ProtocolError("the payload is not a torch.save archive")
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+        raise ProtocolError(f"the payload is not a readable archive: {exc}") from None
+    total = 0
+    for entry in entries:
+        local = blob[entry.header_offset : entry.header_offset + 30]
+        if len(local) < 30 or local[:4] != b"PK\x03\x04":
+            raise ProtocolError("the payload's archive has a broken entry")
+        (method,) = struct.unpack("<H", local[8:10])
+        if entry.compress_type != zipfile.ZIP_STORED or method != zipfile.ZIP_STORED:
+            raise ProtocolError("the payload's archive has compressed entries (torch.save writes none)")
+        total += entry.file_size
+    if total > len(blob):
+        raise ProtocolError("the payload's archive claims more data than it holds")
+
+
+# -- frames -------------------------------------------------------------------------------------
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -53,8 +250,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def send(fd: int, header: dict[str, Any], blob: bytes = b"") -> None:
-    head = json.dumps({**header, "blob": len(blob)}).encode()
+def send(fd: int, message: Message, blob: bytes = b"") -> None:
+    """One frame: the message's fields (None ones left out) and the blob's length, then the blob."""
+    head = json.dumps({**message.model_dump(exclude_none=True), "blob": len(blob)}).encode()
     _write_all(fd, _LEN.pack(len(head)) + head)
     if blob:
         _write_all(fd, blob)
@@ -80,7 +278,10 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
 
 
 def recv(fd: int, deadline: float | None = None, max_blob: int = 1 << 34) -> tuple[dict[str, Any], bytes]:
-    """Read one message; `deadline` is a time.monotonic() value, `max_blob` caps the payload."""
+    """Read one frame: its header (without the blob's length) and its blob.
+
+    `deadline` is a time.monotonic() value, `max_blob` caps the payload.
+    """
     (size,) = _LEN.unpack(_read_exact(fd, _LEN.size, deadline))
     if size > MAX_HEADER:
         raise ProtocolError(f"header of {size} bytes exceeds the {MAX_HEADER}-byte limit")
@@ -90,7 +291,14 @@ def recv(fd: int, deadline: float | None = None, max_blob: int = 1 << 34) -> tup
         raise ProtocolError(f"header is not JSON: {exc}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not a JSON object")
-    blob_len = header.get("blob", 0)
+    blob_len = header.pop("blob", 0)
     if not isinstance(blob_len, int) or blob_len < 0 or blob_len > max_blob:
         raise ProtocolError(f"payload size {blob_len!r} is outside 0..{max_blob}")
     return header, _read_exact(fd, blob_len, deadline) if blob_len else b""
+
+
+def read_reply(fd: int, deadline: float, max_blob: int, expected: dict[str, type[Message]]) -> tuple[Message, bytes]:
+    """One reply of the worker, checked whole: its frame, its payload's archive, its model."""
+    header, blob = recv(fd, deadline, max_blob)
+    check_archive(blob)
+    return parse_reply(header, expected), blob

@@ -39,7 +39,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
-import io
 import os
 import pwd
 import random
@@ -49,16 +48,14 @@ import secrets
 import shutil
 import signal
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from grader import kernel_cache, protocol, seccomp, versions
 
@@ -489,81 +486,6 @@ class WorkerTimeout(Exception):
     pass
 
 
-_REPLY_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "status": str,
-    "message": str,
-    "traceback": str,
-    "type": str,
-    "fatal": bool,
-    "meta": dict,
-    "inputs_changed": list,
-    "triton_launches": int,
-    "profile": (dict, type(None)),
-    "samples_s": list,
-    "wall_s": (int, float),
-    "call_s": (int, float),
-    "verified": list,
-}
-
-
-def check_reply(reply: dict[str, Any]) -> dict[str, Any]:
-    """The shape of a worker message, checked before the orchestrator reads any of it.
-
-    A worker is untrusted: a field of the wrong type would otherwise surface as an exception deep
-    inside the orchestrator. Values are still data to judge; only their types are checked here.
-    """
-    if not isinstance(reply.get("status"), str):
-        raise protocol.ProtocolError("the message has no status")
-    for key, kinds in _REPLY_FIELDS.items():
-        if key in reply and not isinstance(reply[key], kinds):
-            raise protocol.ProtocolError(f"field {key!r} is a {type(reply[key]).__name__}")
-    if not all(isinstance(x, str) for x in reply.get("inputs_changed", [])):
-        raise protocol.ProtocolError("inputs_changed holds something other than names")
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in reply.get("samples_s", [])):
-        raise protocol.ProtocolError("samples_s holds something other than numbers")
-    for item in reply.get("verified", []):
-        if not (isinstance(item, dict) and type(item.get("round")) is int and isinstance(item.get("outputs", {}), dict)
-                and isinstance(item.get("issues"), list) and all(isinstance(x, str) for x in item["issues"])):
-            raise protocol.ProtocolError("verified holds something other than rounds, their outputs' facts and issues")
-    profile = reply.get("profile") or {}
-    for key in ("aten_ops", "gpu_kernels"):
-        if not isinstance(profile.get(key, []), list) or not all(isinstance(x, str) for x in profile.get(key, [])):
-            raise protocol.ProtocolError(f"profile.{key} is not a list of names")
-    if not isinstance(profile.get("triton_launches", 0), int):
-        raise protocol.ProtocolError("profile.triton_launches is not a number")
-    return reply
-
-
-def check_archive(blob: bytes) -> None:
-    """A payload must be what torch.save writes: a zip archive of stored (uncompressed) entries.
-
-    torch.load accepts deflated entries too, and inflates them before it checks anything: a
-    megabyte of forged payload could become a gigabyte in the orchestrator. With stored entries
-    only, what is loaded is never larger than what was received (torch.load checks each record's
-    size against the tensor it claims to hold).
-    """
-    if not blob:
-        return
-    if not blob.startswith(b"PK\x03\x04"):
-        raise protocol.ProtocolError("the payload is not a torch.save archive")
-    try:
-        with zipfile.ZipFile(io.BytesIO(blob)) as archive:
-            entries = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
-        raise protocol.ProtocolError(f"the payload is not a readable archive: {exc}") from None
-    total = 0
-    for entry in entries:
-        local = blob[entry.header_offset : entry.header_offset + 30]
-        if len(local) < 30 or local[:4] != b"PK\x03\x04":
-            raise protocol.ProtocolError("the payload's archive has a broken entry")
-        (method,) = struct.unpack("<H", local[8:10])
-        if entry.compress_type != zipfile.ZIP_STORED or method != zipfile.ZIP_STORED:
-            raise protocol.ProtocolError("the payload's archive has compressed entries (torch.save writes none)")
-        total += entry.file_size
-    if total > len(blob):
-        raise protocol.ProtocolError("the payload's archive claims more data than it holds")
-
-
 def _copy_submission(src: Path, dst: Path, budget: int) -> list[str]:
     """Copy regular files only, without following links; say what was left out and why.
 
@@ -799,11 +721,9 @@ class Worker:
 
     # -- talking to it --------------------------------------------------------------------------
 
-    def _receive(self, deadline: float, max_blob: int) -> tuple[dict[str, Any], bytes]:
+    def _receive(self, deadline: float, max_blob: int, expected: dict[str, type[protocol.Message]]) -> tuple[protocol.Message, bytes]:
         try:
-            header, blob = protocol.recv(self.rep, deadline, max_blob)
-            check_archive(blob)
-            return check_reply(header), blob
+            return protocol.read_reply(self.rep, deadline, max_blob, expected)
         except protocol.Deadline:
             self.kill()
             raise WorkerTimeout() from None
@@ -816,12 +736,14 @@ class Worker:
             self.kill()
             raise WorkerDied(f"the worker broke the grader's protocol ({exc})") from None
 
-    def wait_ready(self, deadline: float) -> dict[str, Any]:
+    def wait_ready(self, deadline: float) -> protocol.Message:
+        """The worker's greeting: `protocol.Ready`, or `protocol.ImportFailed`."""
         self.resume()
-        header, _ = self._receive(deadline, 0)
-        return header
+        greeting, _ = self._receive(deadline, 0, protocol.GREETING)
+        return greeting
 
-    def call(self, header: dict[str, Any], blob: bytes, deadline: float, max_blob: int) -> tuple[dict[str, Any], bytes]:
+    def call(self, request: protocol.CallRequest | protocol.TimeRequest | protocol.LoopRequest, blob: bytes, deadline: float, max_blob: int) -> tuple[protocol.Message, bytes]:
+        """Send one request; its reply, one of `request.replies`, and the reply's payload."""
         self.resume()
         # a worker that stops reading would block this write forever once the pipe is full: a
         # watchdog kills it at the deadline, which breaks the pipe and ends the write
@@ -829,14 +751,14 @@ class Worker:
         watchdog.daemon = True
         watchdog.start()
         try:
-            protocol.send(self.req, header, blob)
+            protocol.send(self.req, request, blob)
         except OSError:
             if time.monotonic() >= deadline:
                 raise WorkerTimeout() from None
             raise WorkerDied(self.exit_reason()) from None
         finally:
             watchdog.cancel()
-        return self._receive(deadline, max_blob)
+        return self._receive(deadline, max_blob, request.replies)
 
     def exit_reason(self) -> str:
         assert self.proc is not None
@@ -1018,7 +940,7 @@ class Worker:
             try:
                 # non-blocking: a worker that stopped reading must not hold the grader here
                 os.set_blocking(self.req, False)
-                protocol.send(self.req, {"op": "exit"})
+                protocol.send(self.req, protocol.ExitRequest())
             except OSError:
                 pass
             try:

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from grader.problems.base import ProblemKind, output_facts, round_seed
+from grader.protocol import VerifiedRound
 from grader.spec import Case
 
 #: a round other than a chunk's last is checked with probability 1 / VERIFY_EVERY
@@ -97,10 +98,10 @@ class FreshRounds:
                 issues = [f"its outputs could not be read: {type(exc).__name__}: {str(exc)[:300]}"]
         self.taken.append(Taken(index, facts, slices, issues))
 
-    def drain(self) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
+    def drain(self) -> tuple[list[VerifiedRound], dict[str, torch.Tensor]]:
         """The checked rounds since the last drain: (per round its index, outputs' facts and
         issues; the samples on the CPU)."""
-        meta = [{"round": t.index, "outputs": t.facts, "issues": [str(i)[:500] for i in t.issues[:4]]} for t in self.taken]
+        meta = [VerifiedRound(round=t.index, outputs=t.facts, issues=[str(i)[:500] for i in t.issues[:4]]) for t in self.taken]
         payload = {f"{t.index}:{label}": value.detach().to("cpu").contiguous() for t in self.taken for label, value in t.slices.items()}
         self.taken = []
         return meta, payload

@@ -23,7 +23,7 @@ from packaging.specifiers import SpecifierSet
 from grader import imports, versions
 from grader.export import export_handout
 from grader.spec import SpecError, load_environment
-from grader.worker import _describe_exception
+from grader.worker import describe_exception
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = load_environment()
@@ -199,8 +199,8 @@ def test_a_removed_triton_api_gets_the_same_hint_from_the_worker_and_the_handout
     gelu.write_text(gelu.read_text().replace("    flat = x.contiguous()", f"    raise NotImplementedError({TRITON_39_ERROR!r})\n    flat = x.contiguous()"))
     hint = versions.hint(TRITON_39_ERROR)
     assert hint and f"The grader runs Triton {ENV.triton}, which has them" in hint and "Triton versions" in hint
-    described = _describe_exception(NotImplementedError(TRITON_39_ERROR), folder)
-    assert described["message"].endswith(hint)
+    described = describe_exception(NotImplementedError(TRITON_39_ERROR), folder)
+    assert described.message.endswith(hint)
     handout = run("-m", "pytest", "handout", "--submission", str(folder), "-k", "gelu and cpu-square", "-q", "-p", "no:randomly")
     assert "Triton versions" in handout.stdout and hint[:120] in handout.stdout.replace("\n", " "), handout.stdout[-3000:]
     assert versions.hint("RuntimeError: CUDA error: an illegal memory access") is None

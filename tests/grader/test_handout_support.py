@@ -1,7 +1,8 @@
-"""The handout's benchmark timer: pytest-benchmark reports exactly the rounds the grader's loop timed.
+"""What the handout's tests run: a case called exactly as the grader's worker calls it, and the
+benchmark timer (pytest-benchmark reports exactly the rounds the grader's loop timed).
 
-Driven through a real pytest run with the real pytest-benchmark plugin (on CPU: the samples are
-given, since timing them needs a GPU; tests/test_handout.py times them on the GPU).
+The timer is driven through a real pytest run with the real pytest-benchmark plugin (on CPU: the
+samples are given, since timing them needs a GPU; tests/test_handout.py times them on the GPU).
 """
 
 from __future__ import annotations
@@ -13,10 +14,57 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from grader.handout_support import SampleReplay
+from grader.handout_support import CaseRunner, SampleReplay
+from grader.spec import load_assignment
 
 ROOT = Path(__file__).resolve().parents[2]
+CORRECT_GELU = ROOT / "examples" / "submissions" / "correct" / "gelu.py"
+# answers a repeat of a case from a cache keyed by the input tensor: the grader's worker gives a
+# repeat the first call's tensors with new values, so the cached answer is wrong there
+CACHED_GELU = """
+from correct_gelu import triton_gelu as _gelu
+
+_answers = {}
+
+
+def triton_gelu(x):
+    return _answers.setdefault(id(x), _gelu(x))
+"""
+
+
+def _submission(tmp_path: Path, gelu: str) -> Path:
+    folder = tmp_path / "sub"
+    folder.mkdir(parents=True)
+    (folder / "correct_gelu.py").write_text(CORRECT_GELU.read_text())
+    (folder / "gelu.py").write_text(gelu)
+    return folder
+
+
+def _cpu_case() -> object:
+    return load_assignment(hidden=False).problem("gelu").suite_cases("cpu", "public")[0]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU cases, through Triton's interpreter")
+def test_the_handout_calls_a_case_as_the_worker_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))  # load_function puts the submission's folder first
+    try:
+        honest = CaseRunner(_submission(tmp_path / "honest", CORRECT_GELU.read_text()), "cpu")
+        honest.check("gelu", _cpu_case())  # type: ignore[arg-type]
+        assert torch.utils.deterministic.fill_uninitialized_memory is False  # type: ignore[attr-defined]
+        cached = CaseRunner(_submission(tmp_path / "cached", CACHED_GELU), "cpu")
+        with pytest.raises(pytest.fail.Exception, match="call 2 of 2"):
+            cached.check("gelu", _cpu_case())  # type: ignore[arg-type]
+    finally:
+        for name in ("gelu", "correct_gelu"):
+            sys.modules.pop(name, None)
+
+
+def test_the_trusted_side_never_imports_the_worker() -> None:
+    code = "import sys, grader.handout_support, grader.orchestrator, grader.performance, grader.checks; print('grader.worker' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr[-2000:]
 
 REPLAYED = '''
 import pytest

@@ -188,7 +188,7 @@ def test_the_cache_is_never_read_through_a_mount(tmp_path: Path) -> None:
         (submission / "gelu.py").write_text(MOUNT_PROBE)
         worker = Worker(SandboxConfig(device="cpu"), submission, "gelu", "gelu", "triton_gelu")
         try:
-            assert worker.wait_ready(time.monotonic() + 60)["status"] == "ready", worker.output()
+            assert worker.wait_ready(time.monotonic() + 60).status == "ready", worker.output()
             assert worker.plan.level == "namespace"
             cache = worker.scratch / "home" / ".triton"
             for source, key in ((root_only, "ROOTONLY"), (host_dir, "HOSTDIR")):

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import pytest
 import torch
 
+from grader import calls
 from grader.checks import kernel_check
 from grader.performance import ShapeSeeds, review_reason, score, verify_rounds
 from grader.problems import REGISTRY
@@ -27,6 +28,7 @@ from grader.problems.base import generator
 from grader.records import ShapeTiming
 from grader.spec import load_assignment
 from grader.timed_rounds import FreshRounds
+from grader.watch import LaunchCounter
 
 ROOT = Path(__file__).resolve().parents[2]
 CHEATS = ROOT / "tests" / "adversarial" / "submissions"
@@ -144,7 +146,7 @@ def test_a_round_left_out_is_flagged() -> None:
     kind, case = REGISTRY["matmul"], matmul_case()
     seeds = ShapeSeeds.draw("test-secret", "matmul", case)
     _, verified, _ = run_rounds("matmul", case, honest.triton_matmul, rounds=8, chunk=8)
-    assert [v["round"] for v in verified][-1] == 7
+    assert [v.round for v in verified][-1] == 7
     flags = verify_rounds(kind, SPEC.problem("matmul"), case, seeds, 0, 8, verified[:-1], {}, kind.make_inputs(case, generator(seeds.inputs)))
     assert flags and "were not checked" in flags[0]
 
@@ -214,17 +216,13 @@ def _attention_with_torch_backward(forward_matmul: bool) -> Callable[..., torch.
 
 @pytest.mark.parametrize("forward_matmul", [False, True], ids=["torch-backward", "torch-in-forward"])
 def test_attention_kernel_rule_looks_at_the_forward_only(forward_matmul: bool) -> None:
-    from grader.worker import LaunchCounter, _profiled
-
     LaunchCounter.install()
     kind, problem = REGISTRY["flash_attention"], SPEC.problem("flash_attention")
     case = kind.case_model(name="bench", b=1, h=2, nq=32, nk=32, d=16, dtype="float32", causal=True)
     fn = _attention_with_torch_backward(forward_matmul)
     inputs = kind.make_inputs(case, generator(3))
-    profile: dict[str, Any] = {}
-    before = LaunchCounter.total()
-    kind.call(fn, inputs, case, lambda: _profiled(profile, "cpu"))  # what correctness and timing both watch
-    verdict = kernel_check(problem, case, profile["aten_ops"], LaunchCounter.total() - before)
+    _, profile, launches = calls.watched(kind, fn, inputs, case, "cpu")  # what correctness and timing both watch
+    verdict = kernel_check(problem, case, profile["aten_ops"], launches)
     if forward_matmul:
         assert verdict and "aten::matmul" in verdict
     else:

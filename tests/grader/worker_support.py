@@ -17,7 +17,7 @@ def printed_at_import(tmp_path: Path, source: str) -> Any:
     (folder / "gelu.py").write_text(source)
     w = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
     try:
-        assert w.wait_ready(time.monotonic() + 60)["status"] == "ready", w.output()
+        assert w.wait_ready(time.monotonic() + 60).status == "ready", w.output()
     finally:
         w.close()
     return json.loads(next(line for line in w.stdout.text().splitlines() if line.startswith("{")))
