@@ -26,6 +26,7 @@ precompile step then only applies if it has the reference's autotuned kernels);
 times of one forward + backward; ``--quick`` runs one row and a short sweep; ``--cpu-smoke``
 runs the script's logic on CPU through Triton's interpreter (tiny sizes, meaningless numbers).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,7 @@ def _job_compile(impl, d, causal, picks):
         t0 = time.time()
         n = 256 if DEVICE == "cuda" else 32
         dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float16
-        q, k, v = (torch.randn(1, 16, n, d, device=DEVICE, dtype=dtype, requires_grad=True)
-                   for _ in range(3))
+        q, k, v = (torch.randn(1, 16, n, d, device=DEVICE, dtype=dtype, requires_grad=True) for _ in range(3))
         o = fa.flash_attention(q, k, v, is_causal=causal)
         o.backward(torch.randn_like(o))
         sync()
@@ -118,8 +118,13 @@ def _job_check(impl, case):
     o.backward(do)
     sync()
     out = {}
-    for name, got, ref in (("O", o, o_ref), ("L", lse, lse_ref), ("dQ", qs.grad, grads_ref[0]),
-                           ("dK", ks.grad, grads_ref[1]), ("dV", vs.grad, grads_ref[2])):
+    for name, got, ref in (
+        ("O", o, o_ref),
+        ("L", lse, lse_ref),
+        ("dQ", qs.grad, grads_ref[0]),
+        ("dK", ks.grad, grads_ref[1]),
+        ("dV", vs.grad, grads_ref[2]),
+    ):
         if got is None:
             out[name] = (float("nan"), float("nan"))
             continue
@@ -167,8 +172,7 @@ def correctness_cases(quick):
         base = base[:3] + base[5:6]
     dtypes = ("float16", "bfloat16", "float32")
     if DEVICE == "cpu":  # the interpreter: tiny cases, and its bf16 tl.dot is wrong
-        base = [dict(c, shape=tuple(min(x, 40) for x in c["shape"][:4]) + c["shape"][4:])
-                for c in base[:4]]
+        base = [dict(c, shape=tuple(min(x, 40) for x in c["shape"][:4]) + c["shape"][4:]) for c in base[:4]]
         dtypes = ("float16", "float32")
     cases = []
     for dtype in dtypes:
@@ -187,16 +191,19 @@ def bench(fn):
         fn()
         return (time.perf_counter() - t0) * 1e3
     from triton.testing import do_bench
+
     return do_bench(fn, warmup=50, rep=300, return_mode="median")
 
 
 def sdpa(backend):
     from torch.nn.attention import sdpa_kernel
+
     F = torch.nn.functional
 
     def run(q, k, v, causal):
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
     return run
 
 
@@ -223,6 +230,7 @@ def attention_math(q, k, v, causal):
 
 def kernel_breakdown(fn, q, k, v, do, causal, iters=5):
     from torch.profiler import ProfilerActivity, profile
+
     qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
     for _ in range(3):
         torch.autograd.grad(fn(qg, kg, vg, causal), (qg, kg, vg), do)
@@ -259,10 +267,10 @@ def tuning_report(fa, label, names):
         for c, t in sorted(timings.items(), key=lambda ct: ct[1][0] if isinstance(ct[1], (list, tuple)) else ct[1]):
             ms = t[0] if isinstance(t, (list, tuple)) else t
             loads = "/tma" if c.kwargs.get("USE_TMA") else ""
-            parts.append(f"{c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']}/w{c.num_warps}/s{c.num_stages}"
-                         f"{loads}={ms:.3f}")
-        lines.append(f"    {label} {name}: best {best.kwargs} w{best.num_warps} s{best.num_stages}; "
-                     + ", ".join(parts))
+            parts.append(f"{c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']}/w{c.num_warps}/s{c.num_stages}{loads}={ms:.3f}")
+        lines.append(
+            f"    {label} {name}: best {best.kwargs} w{best.num_warps} s{best.num_stages}; " + ", ".join(parts)
+        )
     return lines
 
 
@@ -273,10 +281,14 @@ def main():
     p.add_argument("--show-tuning", action="store_true")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-check", action="store_true")
-    p.add_argument("--profile", action="store_true",
-                   help="per-kernel times of one fwd+bwd at N=4096, D=128 (torch.profiler)")
-    p.add_argument("--cpu-smoke", action="store_true",
-                   help="run the script's logic on CPU through Triton's interpreter (tiny sizes)")
+    p.add_argument(
+        "--profile", action="store_true", help="per-kernel times of one fwd+bwd at N=4096, D=128 (torch.profiler)"
+    )
+    p.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        help="run the script's logic on CPU through Triton's interpreter (tiny sizes)",
+    )
     args = p.parse_args()
     if DEVICE == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_attention.py needs a CUDA GPU (or --cpu-smoke)")
@@ -287,8 +299,10 @@ def main():
     fa = load_impl(args.impl)
     is_reference = all(hasattr(fa, n) for n in ("_attn_fwd", "_FWD_CONFIGS", "ALLOW_TMA"))
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU (interpreter smoke run)"
-    print(f"# {gpu} | torch {torch.__version__} | triton {triton.__version__}"
-          f" | impl {os.path.relpath(args.impl, ROOT)}", flush=True)
+    print(
+        f"# {gpu} | torch {torch.__version__} | triton {triton.__version__} | impl {os.path.relpath(args.impl, ROOT)}",
+        flush=True,
+    )
 
     rows = [(1024, 64), (4096, 64), (16384, 64), (1024, 128), (4096, 128), (16384, 128)]
     tokens, width = 16384, 2048
@@ -318,8 +332,9 @@ def main():
                 results.append(fut.result())
             except Exception as e:  # a worker died (e.g. a compiler crash): report, carry on
                 results.append((futures[fut], None, f"worker died: {type(e).__name__}: {e}"))
-    print(f"\nprecompile + correctness: {len(jobs)} jobs on {args.jobs} processes in "
-          f"{time.time() - t0:.0f} s", flush=True)
+    print(
+        f"\nprecompile + correctness: {len(jobs)} jobs on {args.jobs} processes in {time.time() - t0:.0f} s", flush=True
+    )
     errors = [(j, e) for j, _, e in results if e is not None]
     for j, e in errors:
         print(f"  JOB FAILED {j[0]} {j[2]}: {e}", flush=True)
@@ -331,11 +346,14 @@ def main():
         print("\n## Correctness against float64 PyTorch attention\n")
         print("| dtype | case | O abs / rel | L abs | dQ abs / rel | dK abs / rel | dV abs / rel |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
-        for j, r, e in sorted((x for x in results if x[0][0] == "check"),
-                              key=lambda x: (x[0][2]["dtype"], str(x[0][2]))):
+        for j, r, e in sorted(
+            (x for x in results if x[0][0] == "check"), key=lambda x: (x[0][2]["dtype"], str(x[0][2]))
+        ):
             c = j[2]
-            desc = (f"{c['shape']} {'causal' if c['causal'] else 'full'} {c.get('layout', '')}"
-                    f"{' pointer' if c.get('pointer') else ''}")
+            desc = (
+                f"{c['shape']} {'causal' if c['causal'] else 'full'} {c.get('layout', '')}"
+                f"{' pointer' if c.get('pointer') else ''}"
+            )
             if r is None:
                 failures += 1
                 print(f"| {c['dtype']} | {desc} | ERROR {e} |")
@@ -345,13 +363,24 @@ def main():
             for n, (a, rel) in r.items():
                 w = worst.setdefault((c["dtype"], n), [0.0, 0.0])
                 w[0], w[1] = max(w[0], a), max(w[1], rel)
-            print(f"| {c['dtype']} | {desc}{' **FAIL ' + ','.join(bad) + '**' if bad else ''} | "
-                  + " | ".join(f"{r[n][0]:.1e} / {r[n][1]:.1e}" if n != "L" else f"{r[n][0]:.1e}"
-                               for n in ("O", "L", "dQ", "dK", "dV")) + " |")
+            print(
+                f"| {c['dtype']} | {desc}{' **FAIL ' + ','.join(bad) + '**' if bad else ''} | "
+                + " | ".join(
+                    f"{r[n][0]:.1e} / {r[n][1]:.1e}" if n != "L" else f"{r[n][0]:.1e}"
+                    for n in ("O", "L", "dQ", "dK", "dV")
+                )
+                + " |"
+            )
         print("\nworst over the sweep (max abs error / max relative error):")
         for dt in ("float16", "bfloat16", "float32"):
-            print(f"  {dt}: " + ", ".join(f"{n} {worst[(dt, n)][0]:.2e} / {worst[(dt, n)][1]:.2e}"
-                                        for n in ("O", "L", "dQ", "dK", "dV") if (dt, n) in worst))
+            print(
+                f"  {dt}: "
+                + ", ".join(
+                    f"{n} {worst[(dt, n)][0]:.2e} / {worst[(dt, n)][1]:.2e}"
+                    for n in ("O", "L", "dQ", "dK", "dV")
+                    if (dt, n) in worst
+                )
+            )
         print(flush=True)
 
     # 2. Benchmark rows
@@ -366,8 +395,7 @@ def main():
     for causal in (False, True):
         for n, d in rows:
             b, h = tokens // n, width // d
-            q, k, v, do = (torch.randn(b, h, n, d, device=DEVICE, dtype=bench_dtype)
-                           for _ in range(4))
+            q, k, v, do = (torch.randn(b, h, n, d, device=DEVICE, dtype=bench_dtype) for _ in range(4))
             fwd_flops = 4 * b * h * n * n * d / (2 if causal else 1)
             row = dict(n=n, d=d, causal=causal, b=b, h=h)
             for tag in ("ours",):
@@ -375,32 +403,37 @@ def main():
                 qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
                 o = ours(qg, kg, vg, causal)
                 if args.show_tuning:
-                    tuning_lines += tuning_report(fa, f"{tag} N={n} D={d} causal={causal}",
-                                                  ["_attn_fwd"])
+                    tuning_lines += tuning_report(fa, f"{tag} N={n} D={d} causal={causal}", ["_attn_fwd"])
                 o.backward(do)
                 sync()
                 if args.show_tuning:
-                    tuning_lines += tuning_report(fa, f"{tag} N={n} D={d} causal={causal}",
-                                                  ["_attn_bwd_dkdv", "_attn_bwd_dq"])
+                    tuning_lines += tuning_report(
+                        fa, f"{tag} N={n} D={d} causal={causal}", ["_attn_bwd_dkdv", "_attn_bwd_dq"]
+                    )
                 row[f"{tag}_tune_s"] = time.time() - t0
                 qf, kf, vf = (t.clone().requires_grad_(True) for t in (q, k, v))
                 of = flash(qf, kf, vf, causal) if DEVICE == "cuda" else attention_math(qf, kf, vf, causal)
                 of.backward(do)
-                row[f"{tag}_err"] = max(rel_err(o, of), rel_err(qg.grad, qf.grad),
-                                        rel_err(kg.grad, kf.grad), rel_err(vg.grad, vf.grad))
+                row[f"{tag}_err"] = max(
+                    rel_err(o, of), rel_err(qg.grad, qf.grad), rel_err(kg.grad, kf.grad), rel_err(vg.grad, vf.grad)
+                )
                 row[tag] = time_impl(ours, q, k, v, do, causal)
                 del qg, kg, vg, o, qf, kf, vf, of
             row["flash"] = time_impl(flash, q, k, v, do, causal)
             row["cudnn"] = time_impl(cudnn, q, k, v, do, causal)
             for key in ("ours", "flash", "cudnn"):
-                row[key + "_tf"] = [None if ms is None else mult * fwd_flops / ms / 1e9
-                                    for ms, mult in zip(row[key], (1.0, 3.5))]
+                row[key + "_tf"] = [
+                    None if ms is None else mult * fwd_flops / ms / 1e9 for ms, mult in zip(row[key], (1.0, 3.5))
+                ]
             table.append(row)
-            print(f"  N={n:5d} D={d:3d} causal={causal!s:5}: ours fwd {fmt(row['ours_tf'][0])} "
-                  f"fwd+bwd {fmt(row['ours_tf'][1])} | flash {fmt(row['flash_tf'][0])} "
-                  f"{fmt(row['flash_tf'][1])} | cudnn {fmt(row['cudnn_tf'][0])} "
-                  f"{fmt(row['cudnn_tf'][1])} TFLOP/s | err vs flash {row['ours_err']:.1e} | "
-                  f"tune {row['ours_tune_s']:.1f} s", flush=True)
+            print(
+                f"  N={n:5d} D={d:3d} causal={causal!s:5}: ours fwd {fmt(row['ours_tf'][0])} "
+                f"fwd+bwd {fmt(row['ours_tf'][1])} | flash {fmt(row['flash_tf'][0])} "
+                f"{fmt(row['flash_tf'][1])} | cudnn {fmt(row['cudnn_tf'][0])} "
+                f"{fmt(row['cudnn_tf'][1])} TFLOP/s | err vs flash {row['ours_err']:.1e} | "
+                f"tune {row['ours_tune_s']:.1f} s",
+                flush=True,
+            )
             del q, k, v, do
             if DEVICE == "cuda":
                 torch.cuda.empty_cache()
@@ -416,14 +449,18 @@ def main():
     def ratio(a, b):
         return None if a is None or b is None else a / b
 
-    out = ["## FlashAttention-2 (Triton reference) vs PyTorch SDPA, bf16, H200", "",
-           f"{gpu}, torch {torch.__version__}, triton {triton.__version__}; "
-           "`python benchmarks/bench_attention.py`; B*N = 16384 tokens, H*D = 2048; TFLOP/s = "
-           "4 B H N^2 D / time (halved when causal; fwd+bwd counts 3.5x); do_bench median.", "",
-           "| N | D | causal | fwd ours | fwd flash | fwd cuDNN | ours/flash (>=1.2) | ours/cuDNN "
-           "(>=0.7 at D=128, N>=4096) | fwd+bwd ours | fwd+bwd flash | fwd+bwd cuDNN | "
-           "ours/flash (>=1.0) | targets |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        "## FlashAttention-2 (Triton reference) vs PyTorch SDPA, bf16, H200",
+        "",
+        f"{gpu}, torch {torch.__version__}, triton {triton.__version__}; "
+        "`python benchmarks/bench_attention.py`; B*N = 16384 tokens, H*D = 2048; TFLOP/s = "
+        "4 B H N^2 D / time (halved when causal; fwd+bwd counts 3.5x); do_bench median.",
+        "",
+        "| N | D | causal | fwd ours | fwd flash | fwd cuDNN | ours/flash (>=1.2) | ours/cuDNN "
+        "(>=0.7 at D=128, N>=4096) | fwd+bwd ours | fwd+bwd flash | fwd+bwd cuDNN | "
+        "ours/flash (>=1.0) | targets |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     misses = 0
     for r in table:
         f_fl, f_cu = ratio(r["ours_tf"][0], r["flash_tf"][0]), ratio(r["ours_tf"][0], r["cudnn_tf"][0])
@@ -432,21 +469,26 @@ def main():
         if r["d"] == 128 and r["n"] >= 4096:
             ok = ok and f_cu is not None and f_cu >= 0.7
         misses += not ok
-        out.append(f"| {r['n']} | {r['d']} | {'yes' if r['causal'] else 'no'} | "
-                   f"{fmt(r['ours_tf'][0])} | {fmt(r['flash_tf'][0])} | {fmt(r['cudnn_tf'][0])} | "
-                   f"{fmt(f_fl, '.2f')} | {fmt(f_cu, '.2f')} | {fmt(r['ours_tf'][1])} | "
-                   f"{fmt(r['flash_tf'][1])} | {fmt(r['cudnn_tf'][1])} | {fmt(b_fl, '.2f')} | "
-                   f"{'met' if ok else 'MISSED'} |")
-    out += ["", f"CS336 2025 leaderboard configuration, (1, 16, 16384, 64) bf16 causal, fwd + bwd: "
-            f"ours {fmt(lb['ours'], '.3f')} ms, SDPA flash {fmt(lb['flash'], '.3f')} ms, "
-            f"SDPA cuDNN {fmt(lb['cudnn'], '.3f')} ms (2025 best: {LEADERBOARD_MS} ms on an H100).",
-            "", f"Largest relative error of ours vs SDPA flash over the rows (O, dQ, dK, dV): "
-            f"{max(r['ours_err'] for r in table):.1e}. Rows meeting every target: "
-            f"{len(table) - misses}/{len(table)}. Correctness sweep failures: {failures}. "
-            f"Total time {time.time() - t_start:.0f} s."]
+        out.append(
+            f"| {r['n']} | {r['d']} | {'yes' if r['causal'] else 'no'} | "
+            f"{fmt(r['ours_tf'][0])} | {fmt(r['flash_tf'][0])} | {fmt(r['cudnn_tf'][0])} | "
+            f"{fmt(f_fl, '.2f')} | {fmt(f_cu, '.2f')} | {fmt(r['ours_tf'][1])} | "
+            f"{fmt(r['flash_tf'][1])} | {fmt(r['cudnn_tf'][1])} | {fmt(b_fl, '.2f')} | "
+            f"{'met' if ok else 'MISSED'} |"
+        )
+    out += [
+        "",
+        f"CS336 2025 leaderboard configuration, (1, 16, 16384, 64) bf16 causal, fwd + bwd: "
+        f"ours {fmt(lb['ours'], '.3f')} ms, SDPA flash {fmt(lb['flash'], '.3f')} ms, "
+        f"SDPA cuDNN {fmt(lb['cudnn'], '.3f')} ms (2025 best: {LEADERBOARD_MS} ms on an H100).",
+        "",
+        f"Largest relative error of ours vs SDPA flash over the rows (O, dQ, dK, dV): "
+        f"{max(r['ours_err'] for r in table):.1e}. Rows meeting every target: "
+        f"{len(table) - misses}/{len(table)}. Correctness sweep failures: {failures}. "
+        f"Total time {time.time() - t_start:.0f} s.",
+    ]
     if args.profile:
-        out += ["", "Per-kernel device time of one forward + backward (ms), bf16, B=4, H=16, "
-                "N=4096, D=128:"]
+        out += ["", "Per-kernel device time of one forward + backward (ms), bf16, B=4, H=16, N=4096, D=128:"]
         for causal in (False, True):
             shape = (4, 16, 4096, 128) if DEVICE == "cuda" else (1, 1, 32, 16)
             q, k, v, do = (torch.randn(*shape, device=DEVICE, dtype=bench_dtype) for _ in range(4))

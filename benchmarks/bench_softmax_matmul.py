@@ -12,6 +12,7 @@ PyTorch is timed in the same run on the same GPU, and the targets are relative t
 is printed as markdown and, when $OUT is set, written to $OUT/softmax_matmul.md. If
 reference/gelu.py exists, its kernel is timed too (against torch's GeLU and a device copy).
 """
+
 import argparse
 import importlib.util
 import os
@@ -73,6 +74,7 @@ def spec_tolerances():
     path = ROOT / "assignment" / "assignment.toml"
     try:
         import tomllib
+
         spec = tomllib.loads(path.read_text())
     except Exception:  # noqa: BLE001
         return {}
@@ -105,8 +107,10 @@ class ErrorStats:
 
     def report(self, what):
         for key, (e, r, sp) in self.worst.items():
-            log(f"  {what} {key}: max abs err {e:.3e}, max abs err / max|ref| {r:.3e}, "
-                f"worst |err| / (atol + rtol |ref|) under assignment.toml {sp:.3f}")
+            log(
+                f"  {what} {key}: max abs err {e:.3e}, max abs err / max|ref| {r:.3e}, "
+                f"worst |err| / (atol + rtol |ref|) under assignment.toml {sp:.3f}"
+            )
 
 
 def softmax_cases(dev):
@@ -117,8 +121,18 @@ def softmax_cases(dev):
 
     cases = []
     for dt in (torch.float32, torch.float16, torch.bfloat16):
-        for M, N in [(1, 1), (1, 7), (37, 1000), (256, 128), (64, 4096), (8, 32768), (4, 32769),
-                     (3, 100_003), (2, 1 << 20), (1000, 777)]:
+        for M, N in [
+            (1, 1),
+            (1, 7),
+            (37, 1000),
+            (256, 128),
+            (64, 4096),
+            (8, 32768),
+            (4, 32769),
+            (3, 100_003),
+            (2, 1 << 20),
+            (1000, 777),
+        ]:
             cases.append((f"{M}x{N}", rnd(M, N, dtype=dt)))
         for n in (3000, 70000):
             x = rnd(6, n, dtype=dt)
@@ -145,8 +159,7 @@ def check_softmax(sm, dev, spec_tol):
         ref = torch.softmax(x.double(), dim=-1)
         nan_ok = torch.equal(torch.isnan(y), torch.isnan(ref))
         err, _, _ = stats.add(str(x.dtype).replace("torch.", ""), x.dtype, y, ref)
-        ok = (nan_ok and err <= tol[x.dtype] and y.dtype == x.dtype and y.shape == x.shape
-              and torch.equal(x, x_before))
+        ok = nan_ok and err <= tol[x.dtype] and y.dtype == x.dtype and y.shape == x.shape and torch.equal(x, x_before)
         ok_all &= ok
         if not ok:
             log(f"  SOFTMAX FAIL {name} {x.dtype}: max abs err {err:.3e}, NaN match {nan_ok}")
@@ -161,9 +174,23 @@ def launch_tma_small(mm, a, b, c, fuse_gelu):
     tiles = triton.cdiv(M, 32) * triton.cdiv(N, 32)
     triton.set_allocator(mm._tma_allocator)
     mm._matmul_tma_kernel[(max(1, tiles // 3),)](
-        a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0), BLOCK_M=32, BLOCK_N=32,
-        BLOCK_K=16, GROUP_M=2, FUSE_GELU=fuse_gelu, SPLIT_EPILOGUE=fuse_gelu,
-        PRECISION="tf32x3" if a.dtype == torch.float32 else "tf32")
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        a.stride(0),
+        b.stride(0),
+        c.stride(0),
+        BLOCK_M=32,
+        BLOCK_N=32,
+        BLOCK_K=16,
+        GROUP_M=2,
+        FUSE_GELU=fuse_gelu,
+        SPLIT_EPILOGUE=fuse_gelu,
+        PRECISION="tf32x3" if a.dtype == torch.float32 else "tf32",
+    )
 
 
 def check_matmul(mm, dev, spec_tol):
@@ -182,27 +209,22 @@ def check_matmul(mm, dev, spec_tol):
     for dt in (torch.bfloat16, torch.float16, torch.float32):
         shapes = [(1000, 777, 333), (1, 512, 256), (300, 200, 1)]
         if dt == torch.bfloat16:
-            shapes += [(512, 1, 256), (640, 1024, 4000), (256, 256, 256), (4096, 64, 512),
-                       (200, 1024, 100)]
-        for (M, N, K) in shapes:
+            shapes += [(512, 1, 256), (640, 1024, 4000), (256, 256, 256), (4096, 64, 512), (200, 1024, 100)]
+        for M, N, K in shapes:
             cases.append((f"{M}x{N}x{K}", rnd(M, K, dtype=dt), rnd(K, N, dtype=dt), None, None))
-        cases.append(("a.T, b.T", rnd(320, 500, dtype=dt).t(), rnd(256, 320, dtype=dt).t(), None,
-                      None))
+        cases.append(("a.T, b.T", rnd(320, 500, dtype=dt).t(), rnd(256, 320, dtype=dt).t(), None, None))
         if dt != torch.float16:
-            cases.append(("gelu 1000x777x333", rnd(1000, 333, dtype=dt), rnd(333, 777, dtype=dt),
-                          "gelu", None))
-        for (M, N, K) in [(1000, 776, 328), (8, 1024, 72), (1536, 136, 2056)]:
+            cases.append(("gelu 1000x777x333", rnd(1000, 333, dtype=dt), rnd(333, 777, dtype=dt), "gelu", None))
+        for M, N, K in [(1000, 776, 328), (8, 1024, 72), (1536, 136, 2056)]:
             for act in (None, "gelu"):
-                cases.append((f"tma {M}x{N}x{K}", rnd(M, K, dtype=dt), rnd(K, N, dtype=dt), act,
-                              "tma"))
+                cases.append((f"tma {M}x{N}x{K}", rnd(M, K, dtype=dt), rnd(K, N, dtype=dt), act, "tma"))
     bf16 = torch.bfloat16
     for act in (None, "gelu"):  # big enough for triton_matmul to pick the TMA kernel
-        cases.append(("2048x4096x520", rnd(2048, 520, dtype=bf16), rnd(520, 4096, dtype=bf16),
-                      act, None))
-    cases.append(("gelu 512x512x512", rnd(512, 512, dtype=bf16), rnd(512, 512, dtype=bf16),
-                  "gelu", None))
-    cases.append(("sliced", rnd(600, 900, dtype=bf16)[::2, 100:612],
-                  rnd(1024, 300, dtype=bf16)[::2, :256], "gelu", None))
+        cases.append(("2048x4096x520", rnd(2048, 520, dtype=bf16), rnd(520, 4096, dtype=bf16), act, None))
+    cases.append(("gelu 512x512x512", rnd(512, 512, dtype=bf16), rnd(512, 512, dtype=bf16), "gelu", None))
+    cases.append(
+        ("sliced", rnd(600, 900, dtype=bf16)[::2, 100:612], rnd(1024, 300, dtype=bf16)[::2, :256], "gelu", None)
+    )
     for name, a, b, act, kernel in cases:
         a_before, b_before = a.clone(), b.clone()
         if kernel == "tma":
@@ -214,17 +236,23 @@ def check_matmul(mm, dev, spec_tol):
         if act:
             ref = F.gelu(ref, approximate="tanh")
         err, rel, _ = stats.add(f"{str(a.dtype).replace('torch.', '')} act={act}", a.dtype, c, ref)
-        ok = (rel <= tol[a.dtype] and c.dtype == a.dtype and c.shape == ref.shape
-              and not torch.isnan(c).any().item() and torch.equal(a, a_before)
-              and torch.equal(b, b_before))
+        ok = (
+            rel <= tol[a.dtype]
+            and c.dtype == a.dtype
+            and c.shape == ref.shape
+            and not torch.isnan(c).any().item()
+            and torch.equal(a, a_before)
+            and torch.equal(b, b_before)
+        )
         ok_all &= ok
         if not ok:
             log(f"  MATMUL FAIL {name} {a.dtype} act={act}: max abs {err:.3e}, rel {rel:.3e}")
     stats.report("matmul")
-    bad = [lambda: mm.triton_matmul(rnd(4, 5, dtype=torch.float16), rnd(6, 4, dtype=torch.float16)),
-           lambda: mm.triton_matmul(rnd(4, 5, dtype=torch.float16), rnd(5, 4, dtype=torch.float32)),
-           lambda: mm.triton_matmul(rnd(4, 5, dtype=torch.float16), rnd(5, 4, dtype=torch.float16),
-                                    "relu")]
+    bad = [
+        lambda: mm.triton_matmul(rnd(4, 5, dtype=torch.float16), rnd(6, 4, dtype=torch.float16)),
+        lambda: mm.triton_matmul(rnd(4, 5, dtype=torch.float16), rnd(5, 4, dtype=torch.float32)),
+        lambda: mm.triton_matmul(rnd(4, 5, dtype=torch.float16), rnd(5, 4, dtype=torch.float16), "relu"),
+    ]
     for f in bad:
         try:
             f()
@@ -245,18 +273,37 @@ def row(op, shape, dtype, unit, ours, torch_v, target, goal, note=""):
     """One result; goal is the number to reach (None: for information only)."""
     met = goal is None or ours >= goal
     pct = "-" if goal is None else f"{100 * ours / goal:.0f}%"
-    ROWS.append(dict(op=op, shape=shape, dtype=str(dtype).replace("torch.", ""), unit=unit,
-                     ours=ours, torch=torch_v, target=target, pct=pct, met=met, note=note))
+    ROWS.append(
+        dict(
+            op=op,
+            shape=shape,
+            dtype=str(dtype).replace("torch.", ""),
+            unit=unit,
+            ours=ours,
+            torch=torch_v,
+            target=target,
+            pct=pct,
+            met=met,
+            note=note,
+        )
+    )
     ratio = "-" if not torch_v else f"{ours / torch_v:.2f}"
-    log(f"  {op:12s} {shape:30s} {ROWS[-1]['dtype']:8s} ours {fmt(ours)} {unit}, "
+    log(
+        f"  {op:12s} {shape:30s} {ROWS[-1]['dtype']:8s} ours {fmt(ours)} {unit}, "
         f"torch {fmt(torch_v)}, ratio {ratio}, target {target}: {pct} "
-        f"{'met' if met else 'MISSED'} {note}")
+        f"{'met' if met else 'MISSED'} {note}"
+    )
 
 
-SOFTMAX_SHAPES = [((16384, 1024), torch.float32), ((16384, 1024), torch.bfloat16),
-                  ((4096, 16384), torch.float32), ((16384, 16384), torch.float32),
-                  ((1024, 262144), torch.float32), ((1024, 262144), torch.bfloat16),
-                  ((65536, 128), torch.float32)]
+SOFTMAX_SHAPES = [
+    ((16384, 1024), torch.float32),
+    ((16384, 1024), torch.bfloat16),
+    ((4096, 16384), torch.float32),
+    ((16384, 16384), torch.float32),
+    ((1024, 262144), torch.float32),
+    ((1024, 262144), torch.bfloat16),
+    ((65536, 128), torch.float32),
+]
 
 
 def time_softmax(sm, dev):
@@ -266,20 +313,21 @@ def time_softmax(sm, dev):
         ours = gbs(nbytes, bench(lambda: sm.triton_softmax(x)))
         ref = gbs(nbytes, bench(lambda: torch.softmax(x, dim=-1)))
         if (M, N) == (1024, 262144) and dt == torch.float32:
-            row("softmax", f"{M}x{N}", dt, "GB/s", ours, ref, ">= torch and >= 2600 GB/s",
-                max(ref, 2600.0))
+            row("softmax", f"{M}x{N}", dt, "GB/s", ours, ref, ">= torch and >= 2600 GB/s", max(ref, 2600.0))
         else:
             row("softmax", f"{M}x{N}", dt, "GB/s", ours, ref, ">= torch", ref)
         del x
 
 
 MATMUL_SHAPES = [  # (label, M, N, K)
-    ("square", 2048, 2048, 2048), ("square", 4096, 4096, 4096), ("square", 8192, 8192, 8192),
-    ("70B MLP up", 8192, 28672, 8192), ("70B MLP down", 8192, 8192, 28672),
+    ("square", 2048, 2048, 2048),
+    ("square", 4096, 4096, 4096),
+    ("square", 8192, 8192, 8192),
+    ("70B MLP up", 8192, 28672, 8192),
+    ("70B MLP down", 8192, 8192, 28672),
     ("8B MLP up", 8192, 14336, 4096),
 ]
-GELU_SHAPES = [("square", 4096, 4096, 4096), ("square", 8192, 8192, 8192),
-               ("70B MLP up", 8192, 28672, 8192)]
+GELU_SHAPES = [("square", 4096, 4096, 4096), ("square", 8192, 8192, 8192), ("70B MLP up", 8192, 28672, 8192)]
 
 
 def time_matmul(mm, dev):
@@ -289,8 +337,17 @@ def time_matmul(mm, dev):
         fl = 2 * M * N * K
         ours = tflops(fl, bench(lambda: mm.triton_matmul(a, b)))
         ref = tflops(fl, bench(lambda: a @ b))
-        row("matmul", f"{M}x{N}x{K} {label}", torch.bfloat16, "TFLOP/s", ours, ref,
-            ">= 90% cuBLAS", 0.9 * ref, config_used(mm, a, b))
+        row(
+            "matmul",
+            f"{M}x{N}x{K} {label}",
+            torch.bfloat16,
+            "TFLOP/s",
+            ours,
+            ref,
+            ">= 90% cuBLAS",
+            0.9 * ref,
+            config_used(mm, a, b),
+        )
         del a, b
     for label, M, N, K in GELU_SHAPES:
         a = torch.randn(M, K, device=dev, dtype=torch.bfloat16)
@@ -298,19 +355,27 @@ def time_matmul(mm, dev):
         fl = 2 * M * N * K
         ours = tflops(fl, bench(lambda: mm.triton_matmul(a, b, "gelu")))
         ref = tflops(fl, bench(lambda: F.gelu(a @ b, approximate="tanh")))
-        row("matmul+gelu", f"{M}x{N}x{K} {label}", torch.bfloat16, "TFLOP/s", ours, ref,
-            "> torch mm then gelu", ref, config_used(mm, a, b))
+        row(
+            "matmul+gelu",
+            f"{M}x{N}x{K} {label}",
+            torch.bfloat16,
+            "TFLOP/s",
+            ours,
+            ref,
+            "> torch mm then gelu",
+            ref,
+            config_used(mm, a, b),
+        )
         del a, b
 
 
 def time_matmul_other_dtypes(mm, dev):
     n = 4096
-    for dt, note in ((torch.float16, ""),
-                     (torch.float32, "ours: 3xTF32, pointer kernel; torch: fp32 SGEMM, no TF32")):
+    for dt, note in ((torch.float16, ""), (torch.float32, "ours: 3xTF32, pointer kernel; torch: fp32 SGEMM, no TF32")):
         a = torch.randn(n, n, device=dev, dtype=dt)
         b = torch.randn(n, n, device=dev, dtype=dt)
-        ours = tflops(2 * n ** 3, bench(lambda: mm.triton_matmul(a, b)))
-        ref = tflops(2 * n ** 3, bench(lambda: a @ b))
+        ours = tflops(2 * n**3, bench(lambda: mm.triton_matmul(a, b)))
+        ref = tflops(2 * n**3, bench(lambda: a @ b))
         row("matmul", f"{n}x{n}x{n} square", dt, "TFLOP/s", ours, ref, "(info)", None, note)
 
 
@@ -318,8 +383,7 @@ def config_used(mm, a, b):
     """Which kernel and autotuned configuration triton_matmul(a, b) ran last."""
     c = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
     tma = mm._use_tma(a, b, c)
-    cfg = getattr(mm._matmul_tma_kernel_tuned if tma else mm._matmul_kernel_tuned,
-                  "best_config", None)
+    cfg = getattr(mm._matmul_tma_kernel_tuned if tma else mm._matmul_kernel_tuned, "best_config", None)
     name = "tma" if tma else "pointer"
     if cfg is None:
         return name
@@ -336,8 +400,17 @@ def time_gelu(gl, dev):
         ours = gbs(nbytes, bench(lambda: gl.triton_gelu(x)))
         ref = gbs(nbytes, bench(lambda: F.gelu(x, approximate="tanh")))
         copy = gbs(nbytes, bench(lambda: y.copy_(x)))
-        row("gelu", "16384x16384", dt, "GB/s", ours, ref, ">= 95% of copy", 0.95 * copy,
-            f"copy {copy:,.0f} GB/s, ours {100 * ours / copy:.0f}% of copy")
+        row(
+            "gelu",
+            "16384x16384",
+            dt,
+            "GB/s",
+            ours,
+            ref,
+            ">= 95% of copy",
+            0.95 * copy,
+            f"copy {copy:,.0f} GB/s, ours {100 * ours / copy:.0f}% of copy",
+        )
         del x, y
 
 
@@ -348,16 +421,19 @@ def time_gelu(gl, dev):
 def sweep_softmax(sm, dev, budget_s):
     t_end = time.time() + budget_s
     log("softmax sweep: one-pass kernel, (rows per program, num_warps) -> GB/s")
-    for (M, N), dt in [((16384, 1024), torch.float32), ((16384, 1024), torch.bfloat16),
-                       ((65536, 128), torch.float32), ((4096, 16384), torch.float32),
-                       ((4096, 32768), torch.float32)]:
+    for (M, N), dt in [
+        ((16384, 1024), torch.float32),
+        ((16384, 1024), torch.bfloat16),
+        ((65536, 128), torch.float32),
+        ((4096, 16384), torch.float32),
+        ((4096, 32768), torch.float32),
+    ]:
         x = torch.randn(M, N, device=dev, dtype=dt)
         y = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
         bn = triton.next_power_of_2(N)
         res = []
-        combos = sorted({(max(1, e // bn), w) for e in (2048, 4096, 8192, 16384, 32768)
-                         for w in (4, 8, 16, 32)})
+        combos = sorted({(max(1, e // bn), w) for e in (2048, 4096, 8192, 16384, 32768) for w in (4, 8, 16, 32)})
         for bm, w in combos:
             per_thread = bm * bn // (32 * w)
             if per_thread < 4 or per_thread > 64 or time.time() > t_end:
@@ -373,9 +449,13 @@ def sweep_softmax(sm, dev, budget_s):
         log(f"    default heuristic: {default:,.0f} GB/s")
         del x, y
     log("softmax sweep: split path, (BLOCK_N, target programs, num_warps) -> GB/s")
-    for (M, N), dt in [((1024, 262144), torch.float32), ((1024, 262144), torch.bfloat16),
-                       ((4096, 16384), torch.float32), ((4096, 32768), torch.float32),
-                       ((8, 1 << 20), torch.float32)]:
+    for (M, N), dt in [
+        ((1024, 262144), torch.float32),
+        ((1024, 262144), torch.bfloat16),
+        ((4096, 16384), torch.float32),
+        ((4096, 32768), torch.float32),
+        ((8, 1 << 20), torch.float32),
+    ]:
         x = torch.randn(M, N, device=dev, dtype=dt)
         y = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
@@ -386,15 +466,12 @@ def sweep_softmax(sm, dev, budget_s):
                     if time.time() > t_end:
                         continue
                     try:
-                        ms = bench(lambda: sm._split_launch(x, y, block_n=bn,
-                                                            target_programs=tp, num_warps=w),
-                                   rep=50)
+                        ms = bench(lambda: sm._split_launch(x, y, block_n=bn, target_programs=tp, num_warps=w), rep=50)
                         res.append((gbs(nbytes, ms), bn, tp, w))
                     except Exception as e:  # noqa: BLE001
                         log(f"    fail {bn} {tp} {w}: {repr(e)[:120]}")
         res.sort(reverse=True)
-        log(f"  {M}x{N} {dt}: " + ", ".join(f"{bn}/{tp}/w{w}: {v:,.0f}"
-                                            for v, bn, tp, w in res[:8]))
+        log(f"  {M}x{N} {dt}: " + ", ".join(f"{bn}/{tp}/w{w}: {v:,.0f}" for v, bn, tp, w in res[:8]))
         if res:
             log(f"    worst: {res[-1][0]:,.0f}")
         default = gbs(nbytes, bench(lambda: sm.triton_softmax(x), rep=50))
@@ -402,9 +479,12 @@ def sweep_softmax(sm, dev, budget_s):
         if N < 262144:
             continue
         pm = torch.empty(M, 64, device=dev)
-        ms_a = bench(lambda: sm._softmax_partials_kernel[(M * 64,)](
-            x, pm, pm, N, x.stride(0), x.stride(1), 64, triton.cdiv(N, 64 * 8192), BLOCK_N=8192,
-            num_warps=4), rep=50)
+        ms_a = bench(
+            lambda: sm._softmax_partials_kernel[(M * 64,)](
+                x, pm, pm, N, x.stride(0), x.stride(1), 64, triton.cdiv(N, 64 * 8192), BLOCK_N=8192, num_warps=4
+            ),
+            rep=50,
+        )
         log(f"    pass 1 alone (stats, reads once): {gbs(nbytes / 2, ms_a):,.0f} GB/s read")
         del x, y
 
@@ -414,10 +494,16 @@ def sweep_matmul(mm, dev, budget_s):
     t_end = time.time() + budget_s
     log("matmul sweep: pointer kernel vs TMA kernel, TFLOP/s")
     bf16, fp16, fp32 = torch.bfloat16, torch.float16, torch.float32
-    problems = [(2048, 2048, 2048, bf16, False), (3072, 3072, 3072, bf16, False),
-                (4096, 4096, 4096, bf16, False), (4096, 4096, 4096, bf16, True),
-                (8192, 8192, 8192, bf16, True), (4096, 4096, 4096, fp16, False),
-                (4096, 4096, 4096, fp32, False), (4096, 4096, 4096, fp32, True)]
+    problems = [
+        (2048, 2048, 2048, bf16, False),
+        (3072, 3072, 3072, bf16, False),
+        (4096, 4096, 4096, bf16, False),
+        (4096, 4096, 4096, bf16, True),
+        (8192, 8192, 8192, bf16, True),
+        (4096, 4096, 4096, fp16, False),
+        (4096, 4096, 4096, fp32, False),
+        (4096, 4096, 4096, fp32, True),
+    ]
     for M, N, K, dt, gelu in problems:
         if time.time() > t_end:
             log("  out of time")
@@ -437,9 +523,11 @@ def sweep_matmul(mm, dev, budget_s):
         else:
             ref = tflops(fl, bench(lambda: a @ b))
         used = "tma" if mm._use_tma(a, b, c) else "pointer"
-        log(f"  {M}x{N}x{K} {dt} gelu={gelu}: "
+        log(
+            f"  {M}x{N}x{K} {dt} gelu={gelu}: "
             + ", ".join(f"{k} {v:,.0f}" for k, v in res.items())
-            + f", torch {ref:,.0f}; triton_matmul uses {used}")
+            + f", torch {ref:,.0f}; triton_matmul uses {used}"
+        )
         del a, b, c
 
 
@@ -461,28 +549,39 @@ def sweep_gelu(gl, dev, budget_s):
                 ms = bench(lambda: gl.gelu_kernel[grid](x, y, n, BLOCK_SIZE=block, num_warps=w), rep=50)
                 res.append((gbs(nbytes, ms), block, w))
         res.sort(reverse=True)
-        log(f"  {dt} (copy {copy:,.0f} GB/s, default {gl.launch_config(x.element_size())}): "
-            + ", ".join(f"{b}/w{w}: {v:,.0f} ({100 * v / copy:.0f}%)" for v, b, w in res[:8]))
+        log(
+            f"  {dt} (copy {copy:,.0f} GB/s, default {gl.launch_config(x.element_size())}): "
+            + ", ".join(f"{b}/w{w}: {v:,.0f} ({100 * v / copy:.0f}%)" for v, b, w in res[:8])
+        )
         del x, y
 
 
 def to_markdown(header):
-    lines = [header, "",
-             "| op | shape | dtype | ours | PyTorch | unit | ours / PyTorch | target | % of target "
-             "| met | note |",
-             "| --- | --- | --- | ---: | ---: | --- | ---: | --- | ---: | --- | --- |"]
+    lines = [
+        header,
+        "",
+        "| op | shape | dtype | ours | PyTorch | unit | ours / PyTorch | target | % of target | met | note |",
+        "| --- | --- | --- | ---: | ---: | --- | ---: | --- | ---: | --- | --- |",
+    ]
     for r in ROWS:
         ratio = "-" if not r["torch"] else f"{r['ours'] / r['torch']:.2f}"
-        lines.append(f"| {r['op']} | {r['shape']} | {r['dtype']} | {fmt(r['ours'])} | "
-                     f"{fmt(r['torch'])} | {r['unit']} | {ratio} | {r['target']} | {r['pct']} | "
-                     f"{'yes' if r['met'] else '**no**'} | {r['note']} |")
+        lines.append(
+            f"| {r['op']} | {r['shape']} | {r['dtype']} | {fmt(r['ours'])} | "
+            f"{fmt(r['torch'])} | {r['unit']} | {ratio} | {r['target']} | {r['pct']} | "
+            f"{'yes' if r['met'] else '**no**'} | {r['note']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sweep", nargs="?", const="softmax,matmul", default="",
-                    help="also run the tuning sweeps (softmax, matmul, gelu: comma-separated)")
+    ap.add_argument(
+        "--sweep",
+        nargs="?",
+        const="softmax,matmul",
+        default="",
+        help="also run the tuning sweeps (softmax, matmul, gelu: comma-separated)",
+    )
     ap.add_argument("--sweep-budget", type=float, default=150.0, help="seconds for the sweeps")
     ap.add_argument("--skip-checks", action="store_true")
     ap.add_argument("--no-final", action="store_true", help="skip the final table (sweeps only)")
@@ -491,11 +590,13 @@ def main():
         sys.exit("needs a CUDA GPU")
     dev = "cuda"
     props = torch.cuda.get_device_properties(0)
-    header = (f"# softmax and matmul: reference kernels vs PyTorch\n\n"
-              f"{torch.cuda.get_device_name()} ({props.multi_processor_count} SMs), "
-              f"torch {torch.__version__}, triton {triton.__version__}, "
-              f"do_bench median with L2 flush. Command: "
-              f"`python benchmarks/bench_softmax_matmul.py`")
+    header = (
+        f"# softmax and matmul: reference kernels vs PyTorch\n\n"
+        f"{torch.cuda.get_device_name()} ({props.multi_processor_count} SMs), "
+        f"torch {torch.__version__}, triton {triton.__version__}, "
+        f"do_bench median with L2 flush. Command: "
+        f"`python benchmarks/bench_softmax_matmul.py`"
+    )
     log(header.replace("\n", " "))
     sm, mm, gl = load("softmax"), load("matmul"), load("gelu")
     ok = True

@@ -48,9 +48,29 @@ def make_class(folder: Path, students: int) -> Path:
 
 
 def grade(subs: Path, out: Path, problems: str, extra: list[str]) -> dict[str, object]:
-    argv = [sys.executable, "-m", "grader.cli", "batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", problems, *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "grader.cli",
+        "batch",
+        str(subs),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--problems",
+        problems,
+        *extra,
+    ]
     started = time.monotonic()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        argv,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -78,7 +98,13 @@ def ray_task_costs(out: Path) -> dict[str, float]:
         dispatch.append(t["started"] - max([t["sent"], *freed]))
         transfer.append(t["received"] - t["ended"])
     mean = lambda xs: round(sum(xs) / len(xs), 3)  # noqa: E731
-    return {"tasks": len(tasks), "dispatch_mean_s": mean(dispatch), "dispatch_max_s": round(max(dispatch), 3), "transfer_mean_s": mean(transfer), "transfer_max_s": round(max(transfer), 3)}
+    return {
+        "tasks": len(tasks),
+        "dispatch_mean_s": mean(dispatch),
+        "dispatch_max_s": round(max(dispatch), 3),
+        "transfer_mean_s": mean(transfer),
+        "transfer_max_s": round(max(transfer), 3),
+    }
 
 
 def _stamp(line: str) -> float:
@@ -104,7 +130,12 @@ def slurm_element_costs(out: Path, rows: list[dict[str, str]]) -> dict[str, floa
         dispatch.append(start - max([submitted, *freed]))
         extra.append(end - start - float(row["duration_s"]))
     mean = lambda xs: round(sum(xs) / len(xs), 3)  # noqa: E731
-    return {"elements": len(spans), "dispatch_mean_s": mean(dispatch), "dispatch_max_s": round(max(dispatch), 3), "beyond_grading_mean_s": mean(extra)}
+    return {
+        "elements": len(spans),
+        "dispatch_mean_s": mean(dispatch),
+        "dispatch_max_s": round(max(dispatch), 3),
+        "beyond_grading_mean_s": mean(extra),
+    }
 
 
 def main() -> int:
@@ -138,8 +169,16 @@ def main() -> int:
                 extra = float(numbers["wall_s"]) - local  # type: ignore[arg-type]
                 numbers["overhead_per_submission_s"] = round(extra * args.jobs / args.students, 2)
                 # the engine's start (a Ray instance started for the batch) is paid once, not per student
-                numbers["overhead_per_submission_after_start_s"] = round((extra - float(numbers["engine_start_s"])) * args.jobs / args.students, 2)  # type: ignore[arg-type]
-        summary = {"students": args.students, "jobs": args.jobs, "problems": args.problems, "cpus": os.cpu_count(), "results": results}
+                numbers["overhead_per_submission_after_start_s"] = round(
+                    (extra - float(numbers["engine_start_s"])) * args.jobs / args.students, 2
+                )  # type: ignore[arg-type]
+        summary = {
+            "students": args.students,
+            "jobs": args.jobs,
+            "problems": args.problems,
+            "cpus": os.cpu_count(),
+            "results": results,
+        }
         print(json.dumps(summary, indent=2))
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2))

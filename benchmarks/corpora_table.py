@@ -29,10 +29,27 @@ from tests.adversarial import test_corpus as adversarial  # noqa: E402  (its bui
 HONEST = ROOT / "tests" / "honest"
 
 
-def grade(submission: Path, out: Path, problems: list[str], extra: list[str]) -> tuple[dict[str, Any] | None, float, str]:
+def grade(
+    submission: Path, out: Path, problems: list[str], extra: list[str]
+) -> tuple[dict[str, Any] | None, float, str]:
     start = time.monotonic()
-    cmd = [sys.executable, "-m", "grader.cli", "grade", str(submission), "--out", str(out), "--problems", ",".join(problems), "--device", "cuda", *extra]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, errors="replace", env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "grader.cli",
+        "grade",
+        str(submission),
+        "--out",
+        str(out),
+        "--problems",
+        ",".join(problems),
+        "--device",
+        "cuda",
+        *extra,
+    ]
+    done = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, errors="replace", env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     result = out / "result.json"
     return (json.loads(result.read_text()) if result.is_file() else None), time.monotonic() - start, done.stderr[-500:]
 
@@ -51,7 +68,11 @@ def describe(problem: dict[str, Any]) -> str:
 
 def show(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """A row as soon as it is known: a run cut short by its time limit still tells what it saw."""
-    print(f"| {row[0]} | {row[1]} | {row[2]} | {row[4] if len(row) > 4 else ''} | {'yes' if row[3] else '**NO**'} | {row[5] if len(row) > 5 else 0:.0f} |", flush=True)
+    print(
+        f"| {row[0]} | {row[1]} | {row[2]} | {row[4] if len(row) > 4 else ''} | {'yes' if row[3] else '**NO**'} "
+        f"| {row[5] if len(row) > 5 else 0:.0f} |",
+        flush=True,
+    )
     return row
 
 
@@ -69,7 +90,18 @@ def honest_rows(base: Path, only: set[str], untimed: set[str]) -> list[tuple[Any
             want = spec.problem(name).points.correctness
             problem = next((p for p in (result or {}).get("problems", []) if p["name"] == name), None)
             if problem is None:
-                rows.append(show((f"honest `{entry['name']}`", name, "a result", False, "no result: " + err.replace("\n", " ")[-200:], seconds)))
+                rows.append(
+                    show(
+                        (
+                            f"honest `{entry['name']}`",
+                            name,
+                            "a result",
+                            False,
+                            "no result: " + err.replace("\n", " ")[-200:],
+                            seconds,
+                        )
+                    )
+                )
                 continue
             correct = sum(t["score"] for t in problem["tests"])
             perf = problem["performance"] or {}
@@ -89,24 +121,57 @@ def adversarial_rows(base: Path, only: set[str]) -> list[tuple[Any, ...]]:
             continue
         submission, places, args = adversarial._build(entry, base / "adversarial")
         out = Path(places["OUT"])
-        extra = args[args.index("--device") + 2:]
+        extra = args[args.index("--device") + 2 :]
         result, seconds, err = grade(submission, out, [entry["problem"], *entry.get("others", {})], extra)
         problem = next((p for p in (result or {}).get("problems", []) if p["name"] == entry["problem"]), None)
-        expected = [f"status {entry['verdict']}" if "verdict" in entry else "", f"score {entry['score']}" if "score" in entry else ""]
+        expected = [
+            f"status {entry['verdict']}" if "verdict" in entry else "",
+            f"score {entry['score']}" if "score" in entry else "",
+        ]
         if "performance" in entry:
             expected.append(f"performance {'/'.join(entry['performance'])}")
         if "measured_below" in entry or entry.get("honest"):
-            expected.append("performance measured, no flag" + (f", ratio < {entry['measured_below']}" if "measured_below" in entry else ""))
+            expected.append(
+                "performance measured, no flag"
+                + (f", ratio < {entry['measured_below']}" if "measured_below" in entry else "")
+            )
         if problem is None:
-            rows.append(show((f"`{entry['name']}`", entry["problem"], "; ".join(e for e in expected if e), False, "no result: " + err.replace("\n", " ")[-200:], seconds)))
+            rows.append(
+                show(
+                    (
+                        f"`{entry['name']}`",
+                        entry["problem"],
+                        "; ".join(e for e in expected if e),
+                        False,
+                        "no result: " + err.replace("\n", " ")[-200:],
+                        seconds,
+                    )
+                )
+            )
             continue
         perf = problem.get("performance") or {}
-        ok = ("verdict" not in entry or problem["status"] == entry["verdict"]) and ("score" not in entry or abs(problem["score"] - entry["score"]) < 1e-3)
+        ok = ("verdict" not in entry or problem["status"] == entry["verdict"]) and (
+            "score" not in entry or abs(problem["score"] - entry["score"]) < 1e-3
+        )
         if "performance" in entry:
             ok &= perf.get("status") in entry["performance"] and not perf.get("score")
         if "measured_below" in entry or entry.get("honest"):
-            ok &= perf.get("status") == "measured" and all(s["ratio"] and s["ratio"] < entry.get("measured_below", 1e9) and not s["flags"] for s in perf.get("shapes", []))
-        rows.append(show((f"`{entry['name']}`", entry["problem"], "; ".join(e for e in expected if e), ok, describe(problem), seconds)))
+            ok &= perf.get("status") == "measured" and all(
+                s["ratio"] and s["ratio"] < entry.get("measured_below", 1e9) and not s["flags"]
+                for s in perf.get("shapes", [])
+            )
+        rows.append(
+            show(
+                (
+                    f"`{entry['name']}`",
+                    entry["problem"],
+                    "; ".join(e for e in expected if e),
+                    ok,
+                    describe(problem),
+                    seconds,
+                )
+            )
+        )
     return rows
 
 
@@ -126,7 +191,11 @@ def main() -> int:
     print("\n".join(header), flush=True)
     rows = [] if args.skip_adversarial else adversarial_rows(base, only)
     rows += [] if args.skip_honest else honest_rows(base, only, {n for n in args.untimed.split(",") if n})
-    lines = header + [f"| {r[0]} | {r[1]} | {r[2]} | {r[4] if len(r) > 4 else ''} | {'yes' if r[3] else '**NO**'} | {r[5] if len(r) > 5 else 0:.0f} |" for r in rows]
+    lines = header + [
+        f"| {r[0]} | {r[1]} | {r[2]} | {r[4] if len(r) > 4 else ''} | {'yes' if r[3] else '**NO**'} | "
+        f"{r[5] if len(r) > 5 else 0:.0f} |"
+        for r in rows
+    ]
     table = "\n".join(lines)
     (args.out / "corpora.md").write_text(table + "\n")
     return 0 if all(r[3] for r in rows) else 1

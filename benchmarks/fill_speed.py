@@ -82,7 +82,10 @@ def check(device: str) -> None:
     assert (other != x).double().mean().item() > 0.99, "another seed, other values"
     lag = torch.corrcoef(torch.stack([z[:-1], z[1:]]))[0, 1].item()
     assert abs(lag) < 0.02, f"neighbouring values correlate: {lag}"
-    print(f"check ({device}): mean {mean:+.4f}, variance {var:.4f}, kurtosis {kurtosis:.3f}, |z|>3 {tail:.4%}, lag-1 correlation {lag:+.4f}")
+    print(
+        f"check ({device}): mean {mean:+.4f}, variance {var:.4f}, kurtosis {kurtosis:.3f}, |z|>3 {tail:.4%}, "
+        f"lag-1 correlation {lag:+.4f}"
+    )
 
 
 SHAPES = [  # inputs verified timing refills before every round: (what, values, dtype)
@@ -111,8 +114,10 @@ def main() -> None:
         t = torch.empty(n, dtype=dtype, device="cuda")
         torch_ms = do_bench(lambda: t.normal_(generator=gen.manual_seed(1)), warmup=50, rep=300)
         hash_ms = do_bench(lambda: hash_normal_(t, seed=1), warmup=50, rep=300)
-        print(f"| {what} | {n / 1e6:.0f} M | {torch_ms:.3f} | {hash_ms:.3f} | {torch_ms / hash_ms:.2f}x | "
-              f"{n / hash_ms / 1e6:.0f} | {n * t.element_size() / hash_ms / 1e6:.0f} |")
+        print(
+            f"| {what} | {n / 1e6:.0f} M | {torch_ms:.3f} | {hash_ms:.3f} | {torch_ms / hash_ms:.2f}x | "
+            f"{n / hash_ms / 1e6:.0f} | {n * t.element_size() / hash_ms / 1e6:.0f} |"
+        )
     assert math.isfinite(hash_ms)
 
 

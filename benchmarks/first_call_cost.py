@@ -43,7 +43,10 @@ def main() -> int:
         case = cases[name]
         times = []
         for repeat in range(2):
-            inputs = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kind.make_inputs(case, generator(repeat)).items()}
+            inputs = {
+                k: v.cuda() if isinstance(v, torch.Tensor) else v
+                for k, v in kind.make_inputs(case, generator(repeat)).items()
+            }
             torch.cuda.synchronize()
             start = time.perf_counter()
             if args.profiler == "on":

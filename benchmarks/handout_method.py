@@ -38,8 +38,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--problems", default="gelu,softmax")
     args = parser.parse_args()
-    compare(args.problems.split(","), synchronised_rounds, "synchronised rounds", min_s=0.06,
-            ratio_other_over_grader=True, out_name="handout_method.md")
+    compare(
+        args.problems.split(","),
+        synchronised_rounds,
+        "synchronised rounds",
+        min_s=0.06,
+        ratio_other_over_grader=True,
+        out_name="handout_method.md",
+    )
     return 0
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -28,8 +29,15 @@ ROUNDS = 5
 Calls = list[Callable[[], Any]]
 
 
-def compare(problems: list[str] | None, other: Callable[[Calls, int], list[float]], other_name: str, *,
-            min_s: float, ratio_other_over_grader: bool, out_name: str) -> str:
+def compare(
+    problems: list[str] | None,
+    other: Callable[[Calls, int], list[float]],
+    other_name: str,
+    *,
+    min_s: float,
+    ratio_other_over_grader: bool,
+    out_name: str,
+) -> str:
     """Time the staff reference on every benchmark shape both ways; `other(calls, rounds)` returns
     milliseconds (one or many), `rounds` being how many the grader's loop just timed."""
     ratio_name = f"{other_name} / grader" if ratio_other_over_grader else f"grader / {other_name}"

@@ -13,7 +13,6 @@ import argparse
 import sys
 
 import triton.testing
-
 from method_comparison import Calls, compare
 
 

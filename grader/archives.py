@@ -27,10 +27,11 @@ import tarfile
 import time
 import zipfile
 import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Callable, Iterator
+from typing import IO
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
 # Looks like an archive but cannot be read here: an error row, not a silently ignored file.
@@ -156,20 +157,26 @@ class _Budget:
     def add_entry(self) -> None:
         self.entries += 1
         if self.entries > self.limits.max_entries:
-            raise ArchiveError(f"more than {self.limits.max_entries} entries (files, folders and other headers) in the archive")
+            raise ArchiveError(
+                f"more than {self.limits.max_entries} entries (files, folders and other headers) in the archive"
+            )
 
     def add_file(self, name: str, size: int) -> None:
         self.files += 1
         if self.files > self.limits.max_files:
             raise ArchiveError(f"more than {self.limits.max_files} files in the archive")
         if size > self.limits.max_file_bytes:
-            raise ArchiveError(f"member {name!r}: {size} bytes uncompressed (at most {self.limits.max_file_bytes} per file)")
+            raise ArchiveError(
+                f"member {name!r}: {size} bytes uncompressed (at most {self.limits.max_file_bytes} per file)"
+            )
         self.bytes += size
         if self.bytes > self.limits.max_total_bytes:
             raise ArchiveError(f"more than {self.limits.max_total_bytes} bytes uncompressed in all")
 
 
-def _zip_members(archive: zipfile.ZipFile, limits: Limits, clock: _Clock, packed: int) -> Iterator[tuple[Member, zipfile.ZipInfo]]:
+def _zip_members(
+    archive: zipfile.ZipFile, limits: Limits, clock: _Clock, packed: int
+) -> Iterator[tuple[Member, zipfile.ZipInfo]]:
     budget = _Budget(limits)
     infos = archive.infolist()
     if len(infos) > limits.max_entries:
@@ -204,9 +211,13 @@ def _tar_members(archive: tarfile.TarFile, limits: Limits, clock: _Clock) -> Ite
         path = safe_member_path(info.name, limits)
         if info.issym() or info.islnk():
             kind = "symbolic" if info.issym() else "hard"
-            raise ArchiveError(f"member {info.name!r}: a {kind} link to {info.linkname!r} (links are not allowed in a submission)")
+            raise ArchiveError(
+                f"member {info.name!r}: a {kind} link to {info.linkname!r} (links are not allowed in a submission)"
+            )
         if not (info.isfile() or info.isdir()):
-            raise ArchiveError(f"member {info.name!r}: not a regular file or folder (device, fifo or other special file)")
+            raise ArchiveError(
+                f"member {info.name!r}: not a regular file or folder (device, fifo or other special file)"
+            )
         if path is None:
             continue
         if info.isfile():
@@ -216,7 +227,9 @@ def _tar_members(archive: tarfile.TarFile, limits: Limits, clock: _Clock) -> Ite
 
 def _printable(path: PurePosixPath) -> PurePosixPath:
     """`path` with each byte that was not UTF-8 (tarfile keeps them as surrogates) as `%XX`."""
-    return PurePosixPath(*("".join(f"%{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in part) for part in path.parts))
+    return PurePosixPath(
+        *("".join(f"%{ord(c) - 0xDC00:02X}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in part) for part in path.parts)
+    )
 
 
 def _is_junk(path: PurePosixPath) -> bool:
@@ -266,7 +279,9 @@ def unpack(archive: Path, dest: Path, limits: Limits = Limits()) -> Path:
         raise ArchiveError(f"{archive.name}: not a supported archive (use .zip or .tar.gz)")
     size = archive.stat().st_size
     if size > limits.max_archive_bytes:
-        raise ArchiveError(f"{archive.name}: {size} bytes, more than the {limits.max_archive_bytes} an archive may have")
+        raise ArchiveError(
+            f"{archive.name}: {size} bytes, more than the {limits.max_archive_bytes} an archive may have"
+        )
     dest.mkdir(mode=0o755, parents=False, exist_ok=False)
     try:
         written, clock = [0], _Clock(limits)
@@ -277,7 +292,17 @@ def unpack(archive: Path, dest: Path, limits: Limits = Limits()) -> Path:
     except ArchiveError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError, NotImplementedError, RuntimeError, zlib.error, lzma.LZMAError) as exc:
+    except (
+        zipfile.BadZipFile,
+        tarfile.TarError,
+        EOFError,
+        OSError,
+        ValueError,
+        NotImplementedError,
+        RuntimeError,
+        zlib.error,
+        lzma.LZMAError,
+    ) as exc:
         shutil.rmtree(dest, ignore_errors=True)
         raise ArchiveError(f"{archive.name}: cannot be read as {suffix}: {exc}") from None
     except BaseException:
@@ -302,7 +327,9 @@ def _place(dest: Path, member: Member) -> Path | None:
 
 def _unpack_zip(archive: Path, dest: Path, limits: Limits, written: list[int], clock: _Clock) -> None:
     with zipfile.ZipFile(archive) as zf:
-        members = list(_zip_members(zf, limits, clock, archive.stat().st_size))  # check everything before writing anything
+        members = list(
+            _zip_members(zf, limits, clock, archive.stat().st_size)
+        )  # check everything before writing anything
         for member, info in members:
             clock.check()
             target = _place(dest, member)
@@ -362,7 +389,11 @@ def find_submission_root(folder: Path, modules: list[str], max_depth: int = 2) -
         below = []
         for parent in frontier:
             try:
-                children = sorted(p for p in parent.iterdir() if p.is_dir() and not p.is_symlink() and p.name not in JUNK_PARTS and not p.name.startswith("."))
+                children = sorted(
+                    p
+                    for p in parent.iterdir()
+                    if p.is_dir() and not p.is_symlink() and p.name not in JUNK_PARTS and not p.name.startswith(".")
+                )
             except OSError:
                 continue
             below.extend(children)

@@ -76,7 +76,12 @@ def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
         elif began is not None and began > enabled_at:
             GUARD.flag("the profiler (restarted during the call)")
         events = p.events(result) if result is not None else []
-        _summed_up(record, {p.name(e) for e in events}, sorted({p.name(e) for e in events if p.device_type(e) == p.cuda_device})[:50], start)
+        _summed_up(
+            record,
+            {p.name(e) for e in events},
+            sorted({p.name(e) for e in events if p.device_type(e) == p.cuda_device})[:50],
+            start,
+        )
 
 
 def load_function(submission: Path, module: str, function: str) -> Callable[..., Any]:
@@ -159,7 +164,13 @@ class FreshInputs:
     @staticmethod
     def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
         return (a.dtype, a.device, a.shape, a.stride(), a.storage_offset(), a.untyped_storage().nbytes()) == (
-            b.dtype, b.device, b.shape, b.stride(), b.storage_offset(), b.untyped_storage().nbytes())
+            b.dtype,
+            b.device,
+            b.shape,
+            b.stride(),
+            b.storage_offset(),
+            b.untyped_storage().nbytes(),
+        )
 
     def place(self, case: str, inputs: dict[str, Any]) -> dict[str, Any]:
         new = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
@@ -199,7 +210,15 @@ class Outcome:
         return changed_inputs(self.inputs, self.before)
 
 
-def run(kind: ProblemKind, fn: Callable[..., Any], case: Case, inputs: dict[str, Any], device: str, fresh: FreshInputs, watch: bool) -> Outcome:
+def run(
+    kind: ProblemKind,
+    fn: Callable[..., Any],
+    case: Case,
+    inputs: dict[str, Any],
+    device: str,
+    fresh: FreshInputs,
+    watch: bool,
+) -> Outcome:
     """Call `fn` once on `inputs` (already on `device`), profiled when `watch`; never raises for
     what the submission does. Tampering is restored at once and left in `GUARD` for the caller."""
     inputs = fresh.place(case.name, inputs)
@@ -224,7 +243,9 @@ def run(kind: ProblemKind, fn: Callable[..., Any], case: Case, inputs: dict[str,
     return Outcome(inputs, before, result, error, profile, LaunchCounter.total() - launches, _perf_counter() - started)
 
 
-def watched(kind: ProblemKind, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, device: str) -> tuple[CallOutput, dict[str, Any], int]:
+def watched(
+    kind: ProblemKind, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, device: str
+) -> tuple[CallOutput, dict[str, Any], int]:
     """One call under exactly the watch correctness uses (`ProblemKind.call`), as a timed shape is
     watched: its result, what the profiler saw, and its Triton launches. Raises what `fn` raises."""
     profile: dict[str, Any] = {}

@@ -47,7 +47,8 @@ def compare(name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float
     rel = diff / exp.abs().clamp_min(1e-12)
     lines = [
         f"{name}: {int(bad.sum())} of {exp.numel()} elements differ "
-        f"(max abs error {_fmt(float(diff.max()))}, max rel error {_fmt(float(rel[finite].max()) if finite.any() else 0.0)}, "
+        f"(max abs error {_fmt(float(diff.max()))}, max rel error "
+        f"{_fmt(float(rel[finite].max()) if finite.any() else 0.0)}, "
         f"tolerance atol={atol:g} rtol={rtol:g})"
     ]
     unexpected_nan = int((act_nan & ~exp_nan).sum())
@@ -75,13 +76,21 @@ def payload_issue(name: str, value: Any, want_shape: list[int], want_dtype: torc
     if value.layout != torch.strided or value.is_quantized or value.is_nested:
         return f"{name}: the worker sent a {value.layout} tensor instead of a dense one"
     if list(value.shape) != want_shape or value.dtype != want_dtype or value.device.type != "cpu":
-        return f"{name}: the worker sent values of shape {tuple(value.shape)} {value.dtype} that do not match its own description"
-    if not value.is_contiguous() or value.untyped_storage().nbytes() < (value.storage_offset() + value.numel()) * value.element_size():
+        return (
+            f"{name}: the worker sent values of shape {tuple(value.shape)} {value.dtype} that do not match "
+            f"its own description"
+        )
+    if (
+        not value.is_contiguous()
+        or value.untyped_storage().nbytes() < (value.storage_offset() + value.numel()) * value.element_size()
+    ):
         return f"{name}: the worker sent a tensor whose memory does not hold its elements"
     return None
 
 
-def output_contract(kind: ProblemKind, case: Case, device: str, name: str, want_shape: list[int], info: Any, value: Any = None) -> str | None:
+def output_contract(
+    kind: ProblemKind, case: Case, device: str, name: str, want_shape: list[int], info: Any, value: Any = None
+) -> str | None:
     """The first rule of the output contract that `name`'s facts (`output_facts`, from the worker:
     untrusted data) break, or None; for correctness calls and sampled timed rounds alike."""
     if not info and value is None:
@@ -106,7 +115,16 @@ def output_contract(kind: ProblemKind, case: Case, device: str, name: str, want_
     return None
 
 
-def _check_output(kind: ProblemKind, problem: Problem, case: Case, device: str, name: str, expected: torch.Tensor, value: Any, info: Any) -> str | None:
+def _check_output(
+    kind: ProblemKind,
+    problem: Problem,
+    case: Case,
+    device: str,
+    name: str,
+    expected: torch.Tensor,
+    value: Any,
+    info: Any,
+) -> str | None:
     """The first rule of the output contract that `name` breaks, or None."""
     want_shape, want_dtype = list(expected.shape), kind.expected_dtype(name, case)
     broken = output_contract(kind, case, device, name, want_shape, info, value)
@@ -117,7 +135,7 @@ def _check_output(kind: ProblemKind, problem: Problem, case: Case, device: str, 
     bad = payload_issue(name, value, want_shape, want_dtype)
     if bad:
         return bad
-    tol = problem.tolerance_for(name, getattr(case, "dtype"))
+    tol = problem.tolerance_for(name, case.dtype)
     return compare(name, value, expected, tol.atol, tol.rtol)
 
 
@@ -162,7 +180,10 @@ def kernel_check(problem: Problem, case: Case, aten_ops: list[str], triton_launc
     """
     used = [op for op in aten_ops if op in problem.forbidden_ops]
     if used:
-        return f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {problem.title} must be computed by your own Triton kernel"
+        return (
+            f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {problem.title} must be "
+            f"computed by your own Triton kernel"
+        )
     if not triton_launches:
         return f"no Triton kernel was launched in case {case.name}: {problem.title} must be computed by a Triton kernel"
     return None

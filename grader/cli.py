@@ -16,7 +16,17 @@ from types import ModuleType
 from rich.console import Console
 from rich.markup import escape
 
-from grader import export, grade_command, gradescope_autograder, image_command, kernel_cache, pack, reference_cache, rescore, writeup
+from grader import (
+    export,
+    grade_command,
+    gradescope_autograder,
+    image_command,
+    kernel_cache,
+    pack,
+    reference_cache,
+    rescore,
+    writeup,
+)
 from grader.batch import command as batch_command
 from grader.leaderboard import command as leaderboard_command
 from grader.spec import SpecError
@@ -39,7 +49,9 @@ COMMANDS: tuple[ModuleType, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grader", description="Grade Triton kernel submissions against the assignment spec.")
+    parser = argparse.ArgumentParser(
+        prog="grader", description="Grade Triton kernel submissions against the assignment spec."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)

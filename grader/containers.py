@@ -21,9 +21,10 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_NAME = "triton-kernels-grader"
@@ -37,7 +38,14 @@ LABEL_CONTENT = "triton-kernels-grader.content"
 LABEL_VARIANT = "triton-kernels-grader.variant"
 # What goes into the image besides the Dockerfile: these folders of the repository.
 IMAGE_FOLDERS = ("grader", "assignment", "reference")
-DOCKER_FILES = ("Dockerfile", "entrypoint.sh", "install-deps.sh", "install-toolchain.sh", "requirements-cpu.txt", "requirements-gpu.txt")
+DOCKER_FILES = (
+    "Dockerfile",
+    "entrypoint.sh",
+    "install-deps.sh",
+    "install-toolchain.sh",
+    "requirements-cpu.txt",
+    "requirements-gpu.txt",
+)
 # Capabilities the grader needs as root inside: drop to the worker user (SETUID, SETGID), give it
 # its scratch folders (CHOWN, FOWNER), read and write what the host owns (DAC_OVERRIDE), and kill
 # what a worker leaves behind (KILL). Everything else (mount, ptrace, raw sockets...) is dropped.
@@ -57,12 +65,16 @@ def docker_client(timeout: int = 60) -> Any:
     try:
         import docker
     except ImportError:
-        raise DockerUnavailable("the docker Python package is missing: pip install 'docker>=7' (or the [docker] extra)") from None
+        raise DockerUnavailable(
+            "the docker Python package is missing: pip install 'docker>=7' (or the [docker] extra)"
+        ) from None
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
     except Exception as exc:  # the SDK raises DockerException, requests and OS errors alike
-        raise DockerUnavailable(f"no Docker engine answers ({exc}); start dockerd, or see scripts/setup-docker.sh") from None
+        raise DockerUnavailable(
+            f"no Docker engine answers ({exc}); start dockerd, or see scripts/setup-docker.sh"
+        ) from None
     return client
 
 
@@ -77,7 +89,11 @@ def _image_files(root: Path) -> list[Path]:
     skip = {"__pycache__", ".pytest_cache"}
     files = [root / "docker" / name for name in DOCKER_FILES]
     for folder in IMAGE_FOLDERS:
-        files += sorted(p for p in (root / folder).rglob("*") if p.is_file() and not skip & set(p.relative_to(root).parts) and p.suffix != ".pyc")
+        files += sorted(
+            p
+            for p in (root / folder).rglob("*")
+            if p.is_file() and not skip & set(p.relative_to(root).parts) and p.suffix != ".pyc"
+        )
     return files
 
 
@@ -100,7 +116,10 @@ def stage_context(root: Path, dest: Path, cpu: bool) -> None:
     if cpu:
         found = sorted((root / "docker" / "wheels").glob("*.whl"))
         if not any(p.name.startswith("torch-") for p in found):
-            raise RuntimeError("docker/wheels/ holds no torch wheel: run scripts/setup-docker.sh (it downloads the CPU image's wheels there)")
+            raise RuntimeError(
+                "docker/wheels/ holds no torch wheel: run scripts/setup-docker.sh (it downloads the CPU image's "
+                "wheels there)"
+            )
         for wheel in found:
             try:
                 os.link(wheel, wheels / wheel.name)  # same file system: no copy of ~500 MB
@@ -126,8 +145,14 @@ def build_image(
         try:
             client.images.get(base)
         except Exception:
-            raise RuntimeError(f"the CPU base image {base} is missing: run scripts/setup-docker.sh (it builds it with debootstrap)") from None
-    buildargs = {"VARIANT": "cpu" if cpu else "gpu", "ASSIGNMENT_VERSION": version, "GRADER_CONTENT": content_hash(root)}
+            raise RuntimeError(
+                f"the CPU base image {base} is missing: run scripts/setup-docker.sh (it builds it with debootstrap)"
+            ) from None
+    buildargs = {
+        "VARIANT": "cpu" if cpu else "gpu",
+        "ASSIGNMENT_VERSION": version,
+        "GRADER_CONTENT": content_hash(root),
+    }
     if base:
         buildargs["BASE_IMAGE"] = base
     with tempfile.TemporaryDirectory(prefix="grader-image-") as tmp:
@@ -169,7 +194,9 @@ def inspect_image(client: Any, tag: str) -> ImageInfo:
         image = client.images.get(tag)
     except Exception:
         cpu = " --cpu" if tag.endswith("-cpu") else ""
-        raise RuntimeError(f"the grading image {tag} is not on this machine: build it with `grader image build{cpu}`") from None
+        raise RuntimeError(
+            f"the grading image {tag} is not on this machine: build it with `grader image build{cpu}`"
+        ) from None
     labels = image.labels or {}
     return ImageInfo(tag, labels.get(LABEL_VERSION, ""), labels.get(LABEL_CONTENT, ""), labels.get(LABEL_VARIANT, ""))
 
@@ -367,7 +394,13 @@ def host_gpus() -> list[str]:
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=True).stdout
+            out = subprocess.run(
+                [smi, "--query-gpu=index", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout
             return [line.strip() for line in out.splitlines() if line.strip()]
         except (subprocess.SubprocessError, OSError):
             pass

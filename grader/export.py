@@ -90,7 +90,9 @@ def _secrets(root: Path) -> dict[str, list[str]]:
     if hidden.exists():
         data = tomllib.loads(hidden.read_text())
         for cases in data.get("hidden", {}).values():
-            needles["hidden case"] += [f'"{c["name"]}"' for c in cases] + [c["name"] for c in cases if len(c["name"]) > 12]
+            needles["hidden case"] += [f'"{c["name"]}"' for c in cases] + [
+                c["name"] for c in cases if len(c["name"]) > 12
+            ]
     public = "\n".join(stub.read_text() for stub in (root / "student_template").glob("*.py"))
     for file in sorted((root / "reference").glob("*.py")):
         for line in file.read_text().splitlines():
@@ -136,9 +138,19 @@ def export_handout(out: Path, root: Path = ROOT) -> Path:
             shutil.copy2(source, out / "assignment" / name)
     info, env = spec.assignment, spec.environment
     pins = "\n".join(f'    "{r}",' for r in versions.requirements(env))
-    write_atomic(out / "pyproject.toml", STUDENT_PYPROJECT.format(version=info.version, title=info.title, python=env.python, environment=pins))
+    write_atomic(
+        out / "pyproject.toml",
+        STUDENT_PYPROJECT.format(version=info.version, title=info.title, python=env.python, environment=pins),
+    )
     files = ", ".join(f"{p.module}.py" for p in spec.problems)
-    readme = STUDENT_README.format(version=info.version, title=info.title, torch=env.torch, triton=env.triton, count=len(spec.problems), files=files)
+    readme = STUDENT_README.format(
+        version=info.version,
+        title=info.title,
+        torch=env.torch,
+        triton=env.triton,
+        count=len(spec.problems),
+        files=files,
+    )
     write_atomic(out / "README.md", readme)
     write_atomic(out / ".gitignore", "__pycache__/\n*.egg-info/\n.benchmarks/\ngrades/\n.venv/\n")
     leaks = scan_for_leaks(out, root)

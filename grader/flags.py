@@ -59,12 +59,16 @@ def problem_flags(problem: ProblemResult) -> list[Flag]:
     if perf is not None:
         shape_flags = [f"{s.name}: {text}" for s in perf.shapes for text in s.flags]
         if shape_flags or perf.status == "flagged":
-            flags.append(Flag("timing flagged", problem.name, _short("; ".join(shape_flags) or perf.reason or "no reason given")))
+            flags.append(
+                Flag("timing flagged", problem.name, _short("; ".join(shape_flags) or perf.reason or "no reason given"))
+            )
         if perf.review:
             flags.append(Flag("review", problem.name, _short(perf.review)))
     if problem.findings:
         rules = sorted({f.rule for f in problem.findings})
-        flags.append(Flag("scan findings", problem.name, _short(f"{len(problem.findings)} finding(s): {', '.join(rules)}")))
+        flags.append(
+            Flag("scan findings", problem.name, _short(f"{len(problem.findings)} finding(s): {', '.join(rules)}"))
+        )
     return flags
 
 

@@ -38,12 +38,17 @@ def run(args: argparse.Namespace) -> int:
 
     submission = Path(args.path)
     if not submission.is_dir():
-        console.print(f"[red]error:[/red] {escape(str(submission))} is not a folder (expected a submission folder with {submission_files(args.spec)})")
+        console.print(
+            f"[red]error:[/red] {escape(str(submission))} is not a folder (expected a submission folder with "
+            f"{submission_files(args.spec)})"
+        )
         return 2
     assignment = load_assignment(args.spec, hidden=False if args.public_only else None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    options = grading_args.grade_options(args, grading_args.hidden_paths(args.spec, out) + ([Path(args.secret_file)] if args.secret_file else []))
+    options = grading_args.grade_options(
+        args, grading_args.hidden_paths(args.spec, out) + ([Path(args.secret_file)] if args.secret_file else [])
+    )
     with console.status(f"grading {submission}") as status:
         options.progress = lambda text: status.update(f"grading {submission}: {text}")
         result = grade(assignment, submission, options)

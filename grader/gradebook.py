@@ -58,7 +58,14 @@ def row(student: str, result: Result | None, problems: list[str], slot: str | No
     """
     if result is None:
         line: dict[str, Any] = {"student": student, "status": "missing", **{p: None for p in problems}}
-        line.update(total=None, max=None, flags="", error="not graded yet (the batch was interrupted or is still running)", duration_s=None, gpu="")
+        line.update(
+            total=None,
+            max=None,
+            flags="",
+            error="not graded yet (the batch was interrupted or is still running)",
+            duration_s=None,
+            gpu="",
+        )
         return line
     graded = result.status == "graded"
     scores = {p.name: round(p.score, 2) for p in result.problems}

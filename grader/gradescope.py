@@ -73,7 +73,11 @@ def _performance_test(problem: ProblemResult) -> GradescopeTest | None:
     name = f"{problem.name}: performance"
     if perf.status == "not_measured":
         pending = f"{pts(perf.max_score):g} points pending: not measured here (neither zero nor full)"
-        return GradescopeTest(name=f"{name} (not measured)", output=f"{perf.reason}\n{pending}".strip(), tags=["performance", "not measured"])
+        return GradescopeTest(
+            name=f"{name} (not measured)",
+            output=f"{perf.reason}\n{pending}".strip(),
+            tags=["performance", "not measured"],
+        )
     lines = []
     if perf.ratio_geomean:
         lines.append(f"speedup against the staff reference (geometric mean): ×{perf.ratio_geomean:.3f}")
@@ -94,7 +98,11 @@ def _performance_test(problem: ProblemResult) -> GradescopeTest | None:
 
 
 def _leaderboard(result: Result) -> list[LeaderboardEntry] | None:
-    ratios = {p.name: p.performance.ratio_geomean for p in result.problems if p.performance and p.performance.status == "measured" and p.performance.ratio_geomean}
+    ratios = {
+        p.name: p.performance.ratio_geomean
+        for p in result.problems
+        if p.performance and p.performance.status == "measured" and p.performance.ratio_geomean
+    }
     if not ratios or any(f.blocking for f in flags.result_flags(result)):
         return None
     entries = [LeaderboardEntry(name=name, value=round(value, 4)) for name, value in ratios.items()]
@@ -113,7 +121,9 @@ def _summary_output(result: Result) -> str:
     else:
         lines = [f"{pts(result.score):g} / {pts(result.max_score):g}"]
         if result.pending_score:
-            lines.append(f"{pts(result.pending_score):g} performance points not measured here (no GPU): neither zero nor full")
+            lines.append(
+                f"{pts(result.pending_score):g} performance points not measured here (no GPU): neither zero nor full"
+            )
     found = flags.result_flags(result)
     if found:
         lines.append("Flags for the course staff: " + "; ".join(f.label for f in found))

@@ -58,13 +58,20 @@ exec "$PYTHON" -m grader.gradescope_autograder \\
 """
 
 
-
 def pyproject(version: str) -> str:
     """The autograder's package: the grader and what it imports (torch is installed before, CPU build)."""
-    deps = ", ".join(f'"{d}"' for d in ("numpy", "pydantic>=2.6", "jinja2>=3.1", "rich>=13", "pytest>=8", "pytest-benchmark>=4", "pyyaml>=6"))
+    deps = ", ".join(
+        f'"{d}"'
+        for d in ("numpy", "pydantic>=2.6", "jinja2>=3.1", "rich>=13", "pytest>=8", "pytest-benchmark>=4", "pyyaml>=6")
+    )
     sections = {
         "build-system": ['requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"'],
-        "project": ['name = "triton-kernels-autograder"', f'version = "{version}"', 'requires-python = ">=3.10"', f"dependencies = [{deps}]"],
+        "project": [
+            'name = "triton-kernels-autograder"',
+            f'version = "{version}"',
+            'requires-python = ">=3.10"',
+            f"dependencies = [{deps}]",
+        ],
         "tool.setuptools.packages.find": ['include = ["grader*"]'],
         "tool.setuptools.package-data": ['grader = ["templates/*", "templates/**/*"]'],
     }
@@ -149,7 +156,9 @@ def run(source: Path, upload: Path, metadata: Path, results: Path, problems: lis
     except Exception as exc:  # a bad upload or a broken image: the student still gets a reason
         reason = f"{type(exc).__name__}: {exc}"
         text = gradescope.GradescopeResults(
-            score=0.0, output=f"NOT GRADED: your submission could not be graded, so the score above is not a grade.\nReason: {reason}"
+            score=0.0,
+            output=f"NOT GRADED: your submission could not be graded, so the score above is not a "
+            f"grade.\nReason: {reason}",
         ).model_dump_json(indent=2, exclude_none=True)
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(text, encoding="utf-8")
@@ -160,16 +169,22 @@ def cmd_build(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)
     target = build_zip(Path(args.out), Path(args.spec), args.public_only)
     console.print(
-        f"wrote {escape(str(target))}: upload it as the assignment's autograder (Gradescope: Configure Autograder, zip file). "
-        "It grades correctness on the CPU cases; GPU grades go in through Gradescope's CSV score import from gradebook.csv."
+        f"wrote {escape(str(target))}: upload it as the assignment's autograder (Gradescope: Configure "
+        f"Autograder, zip file). "
+        "It grades correctness on the CPU cases; GPU grades go in through Gradescope's CSV score import from "
+        "gradebook.csv."
     )
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("gradescope-autograder", help="build Gradescope's autograder zip (correctness on its CPU machines)")
+    p = sub.add_parser(
+        "gradescope-autograder", help="build Gradescope's autograder zip (correctness on its CPU machines)"
+    )
     p.add_argument("--out", required=True, help="folder for autograder.zip")
-    p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml (hidden_cases.toml beside it goes in too)")
+    p.add_argument(
+        "--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml (hidden_cases.toml beside it goes in too)"
+    )
     p.add_argument("--public-only", action="store_true", help="leave the hidden cases out of the zip")
     p.set_defaults(func=cmd_build)
 
@@ -184,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problems", default=None)
     args = parser.parse_args(argv)
     os.environ.pop("GRADER_SECRET", None)  # the secret comes from its file, which workers cannot read
-    return run(args.source, args.submission, args.metadata, args.results, args.problems.split(",") if args.problems else None)
+    return run(
+        args.source, args.submission, args.metadata, args.results, args.problems.split(",") if args.problems else None
+    )
 
 
 if __name__ == "__main__":

@@ -12,22 +12,46 @@ from grader.spec import DEFAULT_SPEC
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml (hidden_cases.toml beside it is merged)")
-    p.add_argument("--timeout", type=float, default=None, help="wall-clock limit per problem, seconds (default: the spec's)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="cuda: real kernels; cpu: Triton's interpreter")
-    p.add_argument("--secret", default=None, help="secret mixed into input seeds (prefer GRADER_SECRET or --secret-file: argv is visible to other users)")
+    p.add_argument(
+        "--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml (hidden_cases.toml beside it is merged)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=None, help="wall-clock limit per problem, seconds (default: the spec's)"
+    )
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="cuda: real kernels; cpu: Triton's interpreter",
+    )
+    p.add_argument(
+        "--secret",
+        default=None,
+        help="secret mixed into input seeds (prefer GRADER_SECRET or --secret-file: argv is visible to other users)",
+    )
     p.add_argument("--secret-file", default=None, help="file holding the secret")
     p.add_argument("--problems", default=None, help="comma-separated subset of problems to grade")
-    p.add_argument("--worker-user", default="nobody", help="fallback unprivileged user for the worker when no transient per-worker uid can be allocated (grader run as root)")
+    p.add_argument(
+        "--worker-user",
+        default="nobody",
+        help="fallback unprivileged user for the worker when no transient per-worker uid can be allocated "
+        "(grader run as root)",
+    )
     p.add_argument("--public-only", action="store_true", help="ignore hidden cases even when their file is present")
     p.add_argument("--no-timing", action="store_true", help="skip performance timing (correctness only) on a GPU")
-    p.add_argument("--kernel-cache", default=None, help="where each submission's compiled kernels are kept between gradings (default: $GRADER_KERNEL_CACHE or ~/.cache/triton-kernels-grader/kernels)")
+    p.add_argument(
+        "--kernel-cache",
+        default=None,
+        help="where each submission's compiled kernels are kept between gradings (default: $GRADER_KERNEL_CACHE "
+        "or ~/.cache/triton-kernels-grader/kernels)",
+    )
     p.add_argument("--no-kernel-cache", action="store_true", help="compile every kernel afresh, keep nothing")
     p.add_argument(
         "--parallel",
         type=positive_int,
         default=None,
-        help="problems whose correctness cases run at once, each in its own worker (default: all on a GPU, 1 on the CPU); timing is always one at a time",
+        help="problems whose correctness cases run at once, each in its own worker (default: all on a GPU, 1 on "
+        "the CPU); timing is always one at a time",
     )
 
 

@@ -7,20 +7,21 @@ same checks as the grader, so a test that passes locally passes the same public 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
 
 from grader import calls, student_runtime, timing
-from grader.timed_rounds import FreshRounds
 from grader.checks import case_label, check_call, kernel_check
 from grader.performance import ShapeSeeds, verify_rounds
 from grader.performance import achieved as _achieved
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
 from grader.spec import Case, Problem, load_assignment
+from grader.timed_rounds import FreshRounds
 from grader.watch import LaunchCounter
 
 PUBLIC_SECRET = "public"
@@ -90,7 +91,10 @@ class CaseRunner:
             verdict = check_call(kind, spec, case, self.device, expected, payload, meta, outcome.changed_inputs())
             failures = [m for m in (verdict.message if not verdict.passed else "", cheat) if m]
             if failures:
-                pytest.fail(f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures), pytrace=False)
+                pytest.fail(
+                    f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures),
+                    pytrace=False,
+                )
 
 
 def kernel_message(spec: Problem, case: Case, profile: dict[str, Any], triton_launches: int) -> str | None:
@@ -132,8 +136,10 @@ class SampleReplay:
 
     def __call__(self) -> float:
         if not self.stamps:
-            raise RuntimeError("the handout's benchmark timer was read with no measured rounds left: "
-                               "time through BenchmarkRunner.run (pytest handout --benchmark-only)")
+            raise RuntimeError(
+                "the handout's benchmark timer was read with no measured rounds left: "
+                "time through BenchmarkRunner.run (pytest handout --benchmark-only)"
+            )
         return self.stamps.pop()
 
 
@@ -169,7 +175,17 @@ class BenchmarkRunner:
         samples = timing.measure(timed, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
         if rounds is not None:
             verified, payload = rounds.drain()
-            flags = verify_rounds(kind, spec, case, seeds, 0, len(samples), verified, payload, kind.make_inputs(case, generator(seeds.inputs, "cuda")))
+            flags = verify_rounds(
+                kind,
+                spec,
+                case,
+                seeds,
+                0,
+                len(samples),
+                verified,
+                payload,
+                kind.make_inputs(case, generator(seeds.inputs, "cuda")),
+            )
             if flags:
                 pytest.fail(f"the grader would withhold this problem's performance points: {flags[0]}", pytrace=False)
         benchmark.group = f"{self.problem}: {case.name}"
@@ -177,10 +193,14 @@ class BenchmarkRunner:
         REPLAY.load(samples)
         benchmark.pedantic(_replayed_round, rounds=len(samples), warmup_rounds=0)
         if not REPLAY.spent:
-            raise RuntimeError(f"pytest-benchmark took fewer rounds than the {len(samples)} measured; is --benchmark-timer set?")
+            raise RuntimeError(
+                f"pytest-benchmark took fewer rounds than the {len(samples)} measured; is --benchmark-timer set?"
+            )
         median = benchmark.stats.stats.median
         value, unit = _achieved(kind, case, median)
-        benchmark.extra_info.update({"impl": impl, "achieved": round(value, 2), "unit": unit, "case": kind.describe(case)})
+        benchmark.extra_info.update(
+            {"impl": impl, "achieved": round(value, 2), "unit": unit, "case": kind.describe(case)}
+        )
 
 
 REPLAY = SampleReplay()

@@ -17,8 +17,16 @@ def add_parser(sub: Any) -> None:
     image = sub.add_parser("image", help="the grading image (docker)")
     image_sub = image.add_subparsers(dest="image_command", required=True)
     build = image_sub.add_parser("build", help="build docker/Dockerfile, tagged with the assignment version")
-    build.add_argument("--cpu", action="store_true", help="the CPU variant: local base image and wheels from docker/wheels/ (see scripts/setup-docker.sh)")
-    build.add_argument("--base", default=None, help="base image (default: the Dockerfile's CUDA PyTorch image, or the local CPU base with --cpu)")
+    build.add_argument(
+        "--cpu",
+        action="store_true",
+        help="the CPU variant: local base image and wheels from docker/wheels/ (see scripts/setup-docker.sh)",
+    )
+    build.add_argument(
+        "--base",
+        default=None,
+        help="base image (default: the Dockerfile's CUDA PyTorch image, or the local CPU base with --cpu)",
+    )
     build.add_argument("--tag", default=None, help="image tag (default: triton-kernels-grader:<version>[-cpu])")
     build.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     build.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml whose version tags the image")

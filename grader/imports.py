@@ -29,9 +29,10 @@ import builtins
 import importlib
 import os
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable, Iterable
+from typing import Any
 
 STDLIB = frozenset(sys.stdlib_module_names) | {"__main__"}
 _MACHINERY = (importlib.__file__ or "", __file__)
@@ -84,7 +85,7 @@ class ImportPolicy:
             self.check(fullname, 0, _importer(sys._getframe(1)))
         return None  # never finds anything itself: the other finders load what is allowed
 
-    def install(self) -> "ImportPolicy":
+    def install(self) -> ImportPolicy:
         original = builtins.__import__
 
         def __import__(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:  # noqa: A001, A002
@@ -106,7 +107,9 @@ class ImportPolicy:
 
 def _importer(frame: FrameType | None) -> FrameType | None:
     """The first frame outside the import machinery (importlib, this module): the code importing."""
-    while frame is not None and (frame.f_code.co_filename.startswith("<frozen importlib") or frame.f_code.co_filename in _MACHINERY):
+    while frame is not None and (
+        frame.f_code.co_filename.startswith("<frozen importlib") or frame.f_code.co_filename in _MACHINERY
+    ):
         frame = frame.f_back
     return frame
 

@@ -17,7 +17,8 @@ the interpreter only; a GPU run is never touched.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 _INSTALLED = False
 

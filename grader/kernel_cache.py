@@ -27,10 +27,11 @@ import shutil
 import stat
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import IO, Callable
+from typing import IO
 
 MAX_BYTES = 512 << 20
 MAX_FILES = 20_000
@@ -181,7 +182,9 @@ def receive(stream: IO[bytes], dest: Path, max_bytes: int = MAX_BYTES, max_files
                     continue
                 target = dest / rel.parts[0]
                 target.mkdir(mode=0o700, exist_ok=True)
-                fd = os.open(target / rel.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                fd = os.open(
+                    target / rel.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+                )
                 with os.fdopen(fd, "wb") as out:
                     written = _copy_capped(source, out, member.size)
                 if written != member.size:
@@ -347,17 +350,32 @@ def evict(root: Path, max_total: int | None = None, older_than_s: float | None =
     return removed
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`grader kernel-cache list|prune`."""
     parser = sub.add_parser("kernel-cache", help="list or prune the kept compiled kernels of graded submissions")
     actions = parser.add_subparsers(dest="action", required=True)
-    for name, text in (("list", "every kept slot, least recently used first, with its size"), ("prune", "remove slots, least recently used first")):
+    for name, text in (
+        ("list", "every kept slot, least recently used first, with its size"),
+        ("prune", "remove slots, least recently used first"),
+    ):
         action = actions.add_parser(name, help=text)
-        action.add_argument("--kernel-cache", type=Path, default=None, help=f"the cache folder (default: ${ENV} or ~/.cache/triton-kernels-grader/kernels)")
+        action.add_argument(
+            "--kernel-cache",
+            type=Path,
+            default=None,
+            help=f"the cache folder (default: ${ENV} or ~/.cache/triton-kernels-grader/kernels)",
+        )
         action.set_defaults(func=_cmd_kernel_cache)
     prune = actions.choices["prune"]
-    prune.add_argument("--max-bytes", type=parse_size, default=None, help=f"keep at most this much in all, e.g. 4G (default: ${TOTAL_ENV} or 8G)")
-    prune.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="also remove slots unused for this many days")
+    prune.add_argument(
+        "--max-bytes",
+        type=parse_size,
+        default=None,
+        help=f"keep at most this much in all, e.g. 4G (default: ${TOTAL_ENV} or 8G)",
+    )
+    prune.add_argument(
+        "--older-than", type=float, default=None, metavar="DAYS", help="also remove slots unused for this many days"
+    )
     prune.add_argument("--all", action="store_true", help="remove every slot")
 
 
@@ -371,7 +389,9 @@ def _cmd_kernel_cache(args: argparse.Namespace) -> int:
         total = sum(k.bytes for k in kept)
         print(f"{len(kept)} slot(s), {total / 2**20:.1f} MiB of at most {max_total_bytes() / 2**20:.0f} MiB, in {root}")
         return 0
-    removed = evict(root, 0 if args.all else args.max_bytes, None if args.older_than is None else args.older_than * 86400)
+    removed = evict(
+        root, 0 if args.all else args.max_bytes, None if args.older_than is None else args.older_than * 86400
+    )
     freed = sum(k.bytes for k in removed)
     print(f"removed {len(removed)} slot(s), {freed / 2**20:.1f} MiB, from {root}")
     return 0

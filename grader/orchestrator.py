@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -59,7 +60,9 @@ def resolve_device(requested: str) -> str:
 
 def submission_files(path: Path) -> list[Path]:
     skip = {"__pycache__", ".git", ".ipynb_checkpoints"}
-    return sorted(p for p in path.rglob("*") if not p.is_symlink() and p.is_file() and not skip & set(p.relative_to(path).parts))
+    return sorted(
+        p for p in path.rglob("*") if not p.is_symlink() and p.is_file() and not skip & set(p.relative_to(path).parts)
+    )
 
 
 def submission_hash(path: Path) -> str:
@@ -98,9 +101,20 @@ class _TimingFailed(Exception):
 class ProblemRun:
     """Grades one problem: runs its cases in a worker, restarting it after a crash."""
 
-    def __init__(self, assignment: Assignment, problem: Problem, submission: Path, device: str, options: GradeOptions, config: SandboxConfig, sha256: str = "") -> None:
+    def __init__(
+        self,
+        assignment: Assignment,
+        problem: Problem,
+        submission: Path,
+        device: str,
+        options: GradeOptions,
+        config: SandboxConfig,
+        sha256: str = "",
+    ) -> None:
         self.problem = problem
-        self.kernel_slot = kernel_cache.slot(options.kernel_cache, sha256, problem.name) if options.kernel_cache and sha256 else None
+        self.kernel_slot = (
+            kernel_cache.slot(options.kernel_cache, sha256, problem.name) if options.kernel_cache and sha256 else None
+        )
         self.kind = REGISTRY[problem.name]
         self.submission, self.device, self.options, self.config = submission, device, options, config
         self.limit = options.timeout or problem.time_limit_s
@@ -118,7 +132,14 @@ class ProblemRun:
     # -- worker lifecycle ------------------------------------------------------------------------
 
     def _start_worker(self) -> None:
-        worker = Worker(self.config, self.submission, self.problem.name, self.problem.module, self.problem.function, kernel_seed=self.kernel_slot)
+        worker = Worker(
+            self.config,
+            self.submission,
+            self.problem.name,
+            self.problem.module,
+            self.problem.function,
+            kernel_seed=self.kernel_slot,
+        )
         self.isolation = worker.isolation
         self.worker = worker
         greeting = worker.wait_ready(self.deadline)
@@ -173,7 +194,9 @@ class ProblemRun:
             raise protocol.ProtocolError("the reply's payload is not a mapping of outputs")
         self._check_kernel_use(reply.profile, reply.triton_launches, case)
         with trace.span(*label, "check"):
-            verdict = check_call(self.kind, self.problem, case, self.device, expected, payload, reply.meta, reply.inputs_changed)
+            verdict = check_call(
+                self.kind, self.problem, case, self.device, expected, payload, reply.meta, reply.inputs_changed
+            )
         return verdict.passed, verdict.message
 
     def _check_kernel_use(self, profile: protocol.Profile | None, triton_launches: int, case: Case) -> None:
@@ -259,7 +282,11 @@ class ProblemRun:
             kept = self.worker.save_kernel_cache(self.kernel_slot)
             if kept is not None:
                 cut = ", truncated at the cap" if kept.truncated else ""
-                trace.note(time.monotonic() - saving, self.problem.name, f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{cut}")
+                trace.note(
+                    time.monotonic() - saving,
+                    self.problem.name,
+                    f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{cut}",
+                )
         self._stop_worker()
         return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
 
@@ -268,32 +295,47 @@ class ProblemRun:
     def _performance(self, tests: list[TestResult]) -> Performance:
         points = self.problem.points.performance
         if self.device != "cuda":
-            return Performance(status="not_measured", reason="no GPU: performance is measured only on a CUDA GPU", max_score=points)
+            return Performance(
+                status="not_measured", reason="no GPU: performance is measured only on a CUDA GPU", max_score=points
+            )
         if not self.options.time_performance:
             return Performance(status="not_measured", reason="timing was switched off for this run", max_score=points)
         if self.cheat or self.fatal or not tests or any(t.status != "passed" for t in tests):
-            return Performance(status="skipped", reason="timed only once every correctness test passes", score=0.0, max_score=points)
+            return Performance(
+                status="skipped", reason="timed only once every correctness test passes", score=0.0, max_score=points
+            )
         if not self.problem.benchmarks:
             return Performance(status="not_measured", reason="the spec lists no benchmark shapes", max_score=points)
         gpu = torch.cuda.get_device_name()
         if not (self.options.reference_dir / f"{self.problem.module}.py").is_file():
-            reason = "the staff reference is not available here (a student copy): time your kernels with pytest handout --benchmark-only"
+            reason = (
+                "the staff reference is not available here (a student copy): time your kernels with pytest "
+                "handout --benchmark-only"
+            )
             return Performance(status="not_measured", reason=reason, max_score=points, gpu=gpu)
         try:
-            side = performance.ReferenceSide(self.kind, self.problem, performance.load_reference(self.problem, self.options.reference_dir))
+            side = performance.ReferenceSide(
+                self.kind, self.problem, performance.load_reference(self.problem, self.options.reference_dir)
+            )
             shapes = []
             for case in self.problem.benchmarks:
                 seeds = performance.ShapeSeeds.draw(self.options.secret, self.problem.name, case)
                 with trace.span(self.problem.name, case.name, "timing, all of it"):
-                    shapes.append(performance.measure_shape(self._timing_call, side, case, seeds, gpu, quiet=self.pause))
+                    shapes.append(
+                        performance.measure_shape(self._timing_call, side, case, seeds, gpu, quiet=self.pause)
+                    )
                 if self.options.progress:
                     self.options.progress(f"{self.problem.name}: timed {case.name}")
                 torch.cuda.empty_cache()
         except _TimingFailed as failed:
-            return Performance(status="skipped", reason=f"timing failed: {failed}", score=0.0, max_score=points, gpu=gpu)
+            return Performance(
+                status="skipped", reason=f"timing failed: {failed}", score=0.0, max_score=points, gpu=gpu
+            )
         return performance.score(self.problem, shapes, gpu)
 
-    def _timing_call(self, request: protocol.TimeRequest | protocol.LoopRequest) -> tuple[protocol.Timed | protocol.Looped, Any]:
+    def _timing_call(
+        self, request: protocol.TimeRequest | protocol.LoopRequest
+    ) -> tuple[protocol.Timed | protocol.Looped, Any]:
         """One timing request; the reply and its sampled outputs (for `performance.verify_rounds`)."""
         try:
             if self.worker is None:
@@ -316,15 +358,23 @@ class ProblemRun:
         if not reply.triton_launches:
             raise _TimingFailed("no Triton kernel was launched in the timed calls")
         if isinstance(reply, protocol.Timed) and reply.profile is not None:
-            self._check_kernel_use(reply.profile, reply.triton_launches, self.kind.case_model.model_validate(request.case))
+            self._check_kernel_use(
+                reply.profile, reply.triton_launches, self.kind.case_model.model_validate(request.case)
+            )
             if self.cheat:
                 raise _TimingFailed(self.cheat)
         return reply, payload
 
-    def _result(self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float) -> ProblemResult:
+    def _result(
+        self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float
+    ) -> ProblemResult:
         scoring.assign_case_points(self.problem, cases, tests, cheat=self.cheat)
         if self.cheat:
-            tests.append(TestResult(name=f"{self.problem.name}: kernel check", status="failed", score=0, max_score=0, message=self.cheat))
+            tests.append(
+                TestResult(
+                    name=f"{self.problem.name}: kernel check", status="failed", score=0, max_score=0, message=self.cheat
+                )
+            )
         result = ProblemResult(
             name=self.problem.name,
             title=self.problem.title,
@@ -369,7 +419,12 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     device = resolve_device(options.device)
     if device == "cuda" and options.time_performance:
         reference_cache.activate(assignment.assignment.version)  # compiled and tuned once per machine
-    config = SandboxConfig(device=device, hide=options.hide, worker_user=options.worker_user, extra_env=versions.worker_env(assignment.environment))
+    config = SandboxConfig(
+        device=device,
+        hide=options.hide,
+        worker_user=options.worker_user,
+        extra_env=versions.worker_env(assignment.environment),
+    )
     warnings: list[str] = []
     if options.secret == DEFAULT_SECRET and assignment.has_hidden_cases:
         warnings.append("graded with the default secret: inputs are predictable; set GRADER_SECRET for real grading")
@@ -378,7 +433,11 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     isolation = ""
     modules = {p.module for p in assignment.problems}
     sha = submission_hash(submission)
-    runs = [ProblemRun(assignment, p, submission, device, options, config, sha) for p in assignment.problems if not options.problems or p.name in options.problems]
+    runs = [
+        ProblemRun(assignment, p, submission, device, options, config, sha)
+        for p in assignment.problems
+        if not options.problems or p.name in options.problems
+    ]
     with trace.span("all problems", "correctness"):
         checked = _check_all(runs, options.parallel or (len(runs) if device == "cuda" else 1))
     for run, tests in zip(runs, checked):
@@ -387,14 +446,22 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
                 other.pause()
         result = run.finish(tests)
         # a finding in a helper file (not one of the four modules) could serve any problem
-        result.findings = [f for f in findings if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules]
+        result.findings = [
+            f
+            for f in findings
+            if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules
+        ]
         isolation = run.isolation or isolation
         problems.append(result)
     total = sum(p.score for p in problems)
     pending = sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured")
     graded = [p.name for p in problems]
     return Result(
-        assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version, spec=fingerprint(assignment, graded, suite_of(device == "cpu"))),
+        assignment=AssignmentRef(
+            name=assignment.assignment.name,
+            version=assignment.assignment.version,
+            spec=fingerprint(assignment, graded, suite_of(device == "cpu")),
+        ),
         submission=SubmissionRef(
             path=str(submission),
             sha256=sha,
@@ -406,8 +473,7 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
         max_score=assignment.max_score if not options.problems else sum(p.max_score for p in problems),
         pending_score=round(pending, 4),
         duration_s=round(time.monotonic() - started, 3),
-        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
         warnings=warnings,
         problems=problems,
     )
-

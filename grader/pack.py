@@ -55,8 +55,20 @@ def files_to_pack(folder: Path) -> list[Path]:
 
 def run_public_tests(folder: Path, problems: list[str], handout: Path = ROOT / "handout") -> TestRun:
     """`pytest handout --submission FOLDER` (only the given problems' test files), in a child process."""
-    targets = [str(handout / f"test_{name}.py") for name in problems if (handout / f"test_{name}.py").is_file()] or [str(handout)]
-    argv = [sys.executable, "-m", "pytest", *targets, "--submission", str(folder.resolve()), "-q", "-p", "no:cacheprovider"]
+    targets = [str(handout / f"test_{name}.py") for name in problems if (handout / f"test_{name}.py").is_file()] or [
+        str(handout)
+    ]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *targets,
+        "--submission",
+        str(folder.resolve()),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     proc = subprocess.run(argv, cwd=str(handout.parent), capture_output=True, text=True, errors="replace")
     lines = [line for line in proc.stdout.strip().splitlines() if line.strip()]
     return TestRun(proc.returncode, lines[-1] if lines else proc.stderr.strip()[-300:])
@@ -70,7 +82,9 @@ def build_archive(folder: Path, out: Path, modules: list[str]) -> list[str]:
     names = [str(p.relative_to(folder)) for p in files]
     missing = [m for m in modules if f"{m}.py" not in names]
     if missing:
-        raise PackError(f"{folder} lacks {', '.join(m + '.py' for m in missing)}: keep the stub files even for problems you skip")
+        raise PackError(
+            f"{folder} lacks {', '.join(m + '.py' for m in missing)}: keep the stub files even for problems you skip"
+        )
     if archives.archive_suffix(out) != ".tar.gz":
         raise PackError(f"{out}: the archive's name must end in .tar.gz")
     buf = io.BytesIO()
@@ -106,19 +120,27 @@ def cmd_pack(args: argparse.Namespace) -> int:
         if run.passed:
             console.print(f"[green]public tests passed:[/green] {escape(run.summary)}")
         else:
-            console.print(f"[yellow]public tests did not all pass:[/yellow] {escape(run.summary)} (run `pytest handout --submission {escape(str(folder))}` for details; the archive is built anyway)")
+            console.print(
+                f"[yellow]public tests did not all pass:[/yellow] {escape(run.summary)} (run `pytest handout "
+                f"--submission {escape(str(folder))}` for details; the archive is built anyway)"
+            )
     try:
         names = build_archive(folder, Path(args.out), modules)
     except (PackError, OSError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
-    console.print(f"wrote {escape(args.out)} ({len(names)} file(s): {escape(', '.join(names))}); it unpacks as the grader's batch expects: upload it")
+    console.print(
+        f"wrote {escape(args.out)} ({len(names)} file(s): {escape(', '.join(names))}); it unpacks as the "
+        f"grader's batch expects: upload it"
+    )
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("pack", help="run the public tests and build the archive to upload (.tar.gz)")
-    p.add_argument("submission", nargs="?", default="student_template", help="your submission folder (default: student_template)")
+    p.add_argument(
+        "submission", nargs="?", default="student_template", help="your submission folder (default: student_template)"
+    )
     p.add_argument("--out", default="submission.tar.gz", help="the archive to write (default: submission.tar.gz)")
     p.add_argument("--problems", default=None, help="comma-separated problems whose public tests to run (default: all)")
     p.add_argument("--no-tests", action="store_true", help="build the archive without running the public tests")

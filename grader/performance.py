@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -92,7 +93,7 @@ class ShapeSeeds:
     reference: int  # the reference's and PyTorch's rounds' contents
 
     @classmethod
-    def draw(cls, secret: str, problem: str, case: Case) -> "ShapeSeeds":
+    def draw(cls, secret: str, problem: str, case: Case) -> ShapeSeeds:
         seeds = [case_seed(secret, problem, case, i) for i in range(4)]
         return cls(seeds[0] % (1 << 40), *seeds[1:])
 
@@ -103,7 +104,9 @@ class ReferenceSide:
     def __init__(self, kind: ProblemKind, problem: Problem, reference: Callable[..., Any]) -> None:
         self.kind, self.problem, self.reference = kind, problem, reference
 
-    def calls(self, case: Case, seed: int) -> tuple[list[Callable[[], Any]], list[Callable[[], Any]], list[dict[str, Any]]]:
+    def calls(
+        self, case: Case, seed: int
+    ) -> tuple[list[Callable[[], Any]], list[Callable[[], Any]], list[dict[str, Any]]]:
         """Timed calls of the reference and of PyTorch, and the input sets they share."""
         ref, torch_calls, sets = [], [], []
         for i in range(INPUT_SETS):
@@ -114,7 +117,17 @@ class ReferenceSide:
         return ref, torch_calls, sets
 
 
-def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeSeeds, first: int, count: int, verified: list[protocol.VerifiedRound], payload: Any, inputs: dict[str, Any]) -> list[str]:
+def verify_rounds(
+    kind: ProblemKind,
+    problem: Problem,
+    case: Case,
+    seeds: ShapeSeeds,
+    first: int,
+    count: int,
+    verified: list[protocol.VerifiedRound],
+    payload: Any,
+    inputs: dict[str, Any],
+) -> list[str]:
     """Judge the checked rounds of one measurement, timed rounds `first .. first+count-1`.
 
     Every round the seeds choose, and the last, must have been checked. For each, the worker sent
@@ -129,14 +142,21 @@ def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeS
     required = {r for r in range(first, first + count) if chosen(seeds.verify, r)} | ({last} if count else set())
     missing = sorted(required - rounds.keys())
     if missing:
-        return [f"{case.name}: timed round(s) {', '.join(map(str, missing[:5]))} were not checked (the worker left them out)"]
+        return [
+            f"{case.name}: timed round(s) {', '.join(map(str, missing[:5]))} were not checked (the worker left "
+            f"them out)"
+        ]
     device = next(v.device.type for v in inputs.values() if isinstance(v, torch.Tensor))
     for index in sorted(rounds):
         where = f"{case.name}, timed round {index + 1}"
         if not first <= index <= last:
             return [f"{where}: not a round of this measurement"]
         facts = rounds[index].outputs
-        broken = [m for name in kind.timed_names if (m := output_contract(kind, case, device, name, list(kind.output_shape(name, case)), facts.get(name)))]
+        broken = [
+            m
+            for name in kind.timed_names
+            if (m := output_contract(kind, case, device, name, list(kind.output_shape(name, case)), facts.get(name)))
+        ]
         broken += rounds[index].issues
         if broken:
             return [f"{where}: {'; '.join(broken)}"]
@@ -147,10 +167,12 @@ def verify_rounds(kind: ProblemKind, problem: Problem, case: Case, seeds: ShapeS
             got = payload.get(f"{index}:{label}")
             message = payload_issue(label, got, list(want.shape), kind.expected_dtype(output, case))
             if message is None:
-                tol = problem.tolerance_for(output, getattr(case, "dtype"))
+                tol = problem.tolerance_for(output, case.dtype)
                 message = compare(label, got, want, tol.atol, tol.rtol)
             if message:
-                return [f"{where} computed a wrong result (the timed calls are checked like correctness calls): {message}"]
+                return [
+                    f"{where} computed a wrong result (the timed calls are checked like correctness calls): {message}"
+                ]
     return []
 
 
@@ -197,7 +219,9 @@ def measure_shape(
     for i in range(ALTERNATIONS):
         # the first timed call is also profiled: the kernel check applies to what is timed too
         with trace.span(*label, f"student, alternation {i + 1}"):
-            reply, payload = worker_call(protocol.TimeRequest(**shape, budget_s=BUDGET_S, min_s=MIN_S, warm=i == 0, profile=i == 0))
+            reply, payload = worker_call(
+                protocol.TimeRequest(**shape, budget_s=BUDGET_S, min_s=MIN_S, warm=i == 0, profile=i == 0)
+            )
         assert isinstance(reply, protocol.Timed)  # what a time request gets back (an error raises)
         samples = list(reply.samples_s)
         checks.append((len(student), len(samples), list(reply.verified), payload))
@@ -226,7 +250,10 @@ def measure_shape(
     s_med = s_meas.median_ms / 1e3
     floor = roofline_floor_s(kind, case, gpu)
     if s_med < floor:
-        flags.append(f"median {s_med * 1e3:.4f} ms is below the roofline floor {floor * 1e3:.4f} ms (impossible: timing subverted?)")
+        flags.append(
+            f"median {s_med * 1e3:.4f} ms is below the roofline floor {floor * 1e3:.4f} ms (impossible: timing "
+            f"subverted?)"
+        )
     rounds = max(5, min(200, int(WALL_CHECK_S / max(s_med, 1e-6))))
     start = time.monotonic()
     loop, _ = worker_call(protocol.LoopRequest(**shape, rounds=rounds))
@@ -236,10 +263,15 @@ def measure_shape(
     reported = loop.wall_s
     # the worker's own loop time must fit in our wall clock, and its events must not undercount it
     if reported > wall + 1e-3:
-        flags.append(f"the worker reported {reported:.4f} s for a loop that took {wall:.4f} s on the orchestrator's clock")
+        flags.append(
+            f"the worker reported {reported:.4f} s for a loop that took {wall:.4f} s on the orchestrator's clock"
+        )
     # our own clock, less a generous allowance for the pipe and Python per call, bounds the real time
     if s_med * rounds < 0.5 * (wall - 2e-3 * rounds) and s_med > 50e-6:
-        flags.append(f"event-timed median {s_med * 1e3:.4f} ms disagrees with {wall / rounds * 1e3:.4f} ms per call of wall time (side stream or patched timer?)")
+        flags.append(
+            f"event-timed median {s_med * 1e3:.4f} ms disagrees with {wall / rounds * 1e3:.4f} ms per call of "
+            f"wall time (side stream or patched timer?)"
+        )
     value, unit = achieved(kind, case, s_med)
     return ShapeTiming(
         name=case.name,
@@ -265,15 +297,32 @@ def review_reason(problem: Problem, shapes: list[ShapeTiming]) -> str | None:
     if not fast:
         return None
     shown = ", ".join(f"{s.name} {s.ratio:.2f}x" for s in fast)
-    return f"faster than the staff reference by more than {bound:g}x on {shown}: the points stand; staff should look before publishing"
+    return (
+        f"faster than the staff reference by more than {bound:g}x on {shown}: the points stand; staff should "
+        f"look before publishing"
+    )
 
 
 def score(problem: Problem, shapes: list[ShapeTiming], gpu: str) -> Performance:
     ratios = [s.ratio for s in shapes if s.ratio]
     flagged = [f for s in shapes for f in s.flags]
     if flagged or len(ratios) != len(shapes):
-        return Performance(status="flagged", reason="; ".join(flagged) or "some shapes were not timed", score=0.0, max_score=problem.points.performance, gpu=gpu, shapes=shapes)
+        return Performance(
+            status="flagged",
+            reason="; ".join(flagged) or "some shapes were not timed",
+            score=0.0,
+            max_score=problem.points.performance,
+            gpu=gpu,
+            shapes=shapes,
+        )
     mean = geomean(ratios)
     points = round(problem.points.performance * performance_fraction(problem.thresholds, mean), 4)
-    return Performance(status="measured", score=points, max_score=problem.points.performance, ratio_geomean=round(mean, 4), gpu=gpu, shapes=shapes, review=review_reason(problem, shapes))
-
+    return Performance(
+        status="measured",
+        score=points,
+        max_score=problem.points.performance,
+        ratio_geomean=round(mean, 4),
+        gpu=gpu,
+        shapes=shapes,
+        review=review_reason(problem, shapes),
+    )

@@ -168,7 +168,10 @@ GREETING: dict[str, type[Message]] = {"ready": Ready, "import_error": ImportFail
 
 def _explain(exc: ValidationError) -> str:
     """The first few problems pydantic found, as `field: what is wrong` (values are not echoed)."""
-    parts = [f"{'.'.join(map(str, e['loc'])) or 'the message'}: {e['msg']}" for e in exc.errors(include_url=False, include_input=False)[:3]]
+    parts = [
+        f"{'.'.join(map(str, e['loc'])) or 'the message'}: {e['msg']}"
+        for e in exc.errors(include_url=False, include_input=False)[:3]
+    ]
     more = len(exc.errors()) - 3
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 

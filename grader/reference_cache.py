@@ -163,7 +163,10 @@ def build(spec: Path, problems: list[str] | None = None, log: Any = print) -> Pa
             for call in reference_calls:
                 call()
             torch.cuda.synchronize()
-        log(f"{problem.name}: {len(problem.benchmarks)} benchmark shape(s) compiled and tuned in {time.monotonic() - started:.1f} s")
+        log(
+            f"{problem.name}: {len(problem.benchmarks)} benchmark shape(s) compiled and tuned in "
+            f"{time.monotonic() - started:.1f} s"
+        )
     return folder
 
 
@@ -172,7 +175,11 @@ def add_parser(sub: Any) -> None:
     from grader.spec import DEFAULT_SPEC
 
     p = sub.add_parser("reference-cache", help="the staff reference's compiled kernels, kept once per machine")
-    p.add_argument("action", choices=["build", "path"], help="build: compile and tune the reference now (GPU); path: where it is kept here")
+    p.add_argument(
+        "action",
+        choices=["build", "path"],
+        help="build: compile and tune the reference now (GPU); path: where it is kept here",
+    )
     p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml whose version names the cache")
     p.add_argument("--problems", default=None, help="comma-separated subset of problems (build)")
     p.set_defaults(func=_cmd)

@@ -76,12 +76,16 @@ def render_html(result: Result) -> str:
     from grader.flags import result_flags
 
     problems = sorted(result.problems, key=lambda p: STATUS_ORDER.get(p.status, 9))
-    return _jinja().get_template("report.html.j2").render(
-        r=result,
-        problems=problems,
-        groups={p.name: failure_groups(p.tests) for p in result.problems},
-        flags=result_flags(result),
-        alias=leaderboard_alias(result),
+    return (
+        _jinja()
+        .get_template("report.html.j2")
+        .render(
+            r=result,
+            problems=problems,
+            groups={p.name: failure_groups(p.tests) for p in result.problems},
+            flags=result_flags(result),
+            alias=leaderboard_alias(result),
+        )
     )
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -84,10 +85,15 @@ def rescore_result(stored: Result, assignment: Assignment) -> Result:
     result.problems = problems
     result.score = round(sum(p.score for p in problems), 4)
     result.max_score = sum(p.max_score for p in problems)
-    result.pending_score = round(sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured"), 4)
+    result.pending_score = round(
+        sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured"), 4
+    )
     result.assignment.spec = fingerprint(assignment, names, suite)
-    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    note = f"re-scored on {when} from the stored case results after the spec's points or thresholds changed (no kernel ran)"
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    note = (
+        f"re-scored on {when} from the stored case results after the spec's points or thresholds changed (no "
+        f"kernel ran)"
+    )
     result.warnings = [w for w in result.warnings if not w.startswith("re-scored on ")] + [note]
     return result
 
@@ -111,11 +117,15 @@ def rebuild_gradebook(grades: Path) -> bool:
         meta = json.loads(summary_path.read_text(encoding="utf-8"))
     except ValueError:
         meta = {}
-    meta = {k: v for k, v in meta.items() if k not in ("students", "graded", "errors", "missing", "flagged", "flags", "mean_total", "rows")}
+    meta = {
+        k: v
+        for k, v in meta.items()
+        if k not in ("students", "graded", "errors", "missing", "flagged", "flags", "mean_total", "rows")
+    }
     results = {p.parent.name: read_result(p) for p in _results(grades)}
     names = list(meta.get("problems") or dict.fromkeys(n.name for r in results.values() if r for n in r.problems))
     rows = [gradebook.row(student, result, names) for student, result in results.items()]
-    meta["rescored_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    meta["rescored_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     gradebook.write(grades, rows, names, meta)
     return True
 
@@ -126,7 +136,9 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)
     grades = Path(args.grades)
     if not grades.is_dir():
-        console.print(f"[red]error:[/red] {escape(str(grades))} is not a folder of results (a `grader batch --out` folder)")
+        console.print(
+            f"[red]error:[/red] {escape(str(grades))} is not a folder of results (a `grader batch --out` folder)"
+        )
         return 2
     assignment = load_assignment(args.spec, hidden=False if args.public_only else None)
     counts = {"rescore": 0, "keep": 0, "regrade": 0, "unreadable": 0}
@@ -139,7 +151,10 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         decision = decide(stored, assignment)
         if decision.action == "regrade":
             counts["regrade"] += 1
-            console.print(f"[yellow]not re-scored[/yellow] {escape(path.parent.name)}: {escape(decision.reason)}; grade it again (`grader batch` does so when it resumes)")
+            console.print(
+                f"[yellow]not re-scored[/yellow] {escape(path.parent.name)}: {escape(decision.reason)}; grade "
+                f"it again (`grader batch` does so when it resumes)"
+            )
             continue
         if decision.action == "rescore":
             commit_result(rescore_result(stored, assignment), path.parent)
@@ -157,11 +172,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser(
         "rescore",
         help="re-score stored results with the spec's current points and thresholds (no kernel runs)",
-        description="Apply the spec's points, case weights and thresholds to every GRADES/<student>/result.json and rewrite "
-        "its report, Gradescope file, and the gradebook. Results whose cases, tolerances or rules changed are listed, not touched.",
+        description="Apply the spec's points, case weights and thresholds to every GRADES/<student>/result.json "
+        "and rewrite "
+        "its report, Gradescope file, and the gradebook. Results whose cases, tolerances or rules changed are "
+        "listed, not touched.",
     )
     p.add_argument("grades", help="a `grader batch --out` folder")
-    p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml (hidden_cases.toml beside it is merged)")
+    p.add_argument(
+        "--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml (hidden_cases.toml beside it is merged)"
+    )
     p.add_argument("--public-only", action="store_true", help="the results were graded with --public-only")
     p.set_defaults(func=cmd_rescore)
 
@@ -178,10 +197,12 @@ class ResumeChanges:
     regraded: dict[str, str]
 
     @classmethod
-    def under(cls, assignment: Assignment) -> "ResumeChanges":
+    def under(cls, assignment: Assignment) -> ResumeChanges:
         return cls(assignment, [], {})
 
-    def settle(self, student: str, stored: Result | None, out: Path, commit: Callable[[Result, Path], None]) -> Result | None:
+    def settle(
+        self, student: str, stored: Result | None, out: Path, commit: Callable[[Result, Path], None]
+    ) -> Result | None:
         """The stored result to keep (re-scored and committed if needed), or None to grade again."""
         if stored is None:
             return None
@@ -201,8 +222,14 @@ class ResumeChanges:
     def lines(self) -> list[str]:
         out = []
         if self.rescored:
-            out.append(f"the spec's points or thresholds changed: re-scored {len(self.rescored)} stored result(s) without running them ({', '.join(self.rescored[:10])}{' …' if len(self.rescored) > 10 else ''})")
+            out.append(
+                f"the spec's points or thresholds changed: re-scored {len(self.rescored)} stored result(s) "
+                f"without running them ({', '.join(self.rescored[:10])}{' …' if len(self.rescored) > 10 else ''})"
+            )
         if self.regraded:
             reasons = sorted(set(self.regraded.values()))
-            out.append(f"the spec's cases or rules changed ({'; '.join(reasons)}): graded {len(self.regraded)} student(s) again")
+            out.append(
+                f"the spec's cases or rules changed ({'; '.join(reasons)}): graded {len(self.regraded)} "
+                f"student(s) again"
+            )
         return out

@@ -114,8 +114,30 @@ MODULES = {
     "inspect": ("frame-walk", "imports inspect"),
     "numpy": ("numpy", "imports numpy (a computation outside Triton and the profiler?)"),
 }
-PATCHED_ROOTS = {"torch", "triton", "time", "sys", "os", "builtins", "__builtins__", "grader", "numpy", "np", "gc", "json", "io", "pickle", "tl"}
-PROFILER_WORDS = ("profiler", "_toggle_collection_dynamic", "_enable_profiler", "_disable_profiler", "_prepare_profiler")
+PATCHED_ROOTS = {
+    "torch",
+    "triton",
+    "time",
+    "sys",
+    "os",
+    "builtins",
+    "__builtins__",
+    "grader",
+    "numpy",
+    "np",
+    "gc",
+    "json",
+    "io",
+    "pickle",
+    "tl",
+}
+PROFILER_WORDS = (
+    "profiler",
+    "_toggle_collection_dynamic",
+    "_enable_profiler",
+    "_disable_profiler",
+    "_prepare_profiler",
+)
 STRINGS = {
     "/proc": "mentions /proc",
     "reference/": "mentions the reference folder",
@@ -132,7 +154,17 @@ STRINGS = {
 # making namespaces or mounts: a way to change what the grader reads (issue 17); refused by the
 # worker's seccomp filter, reported so that a human sees the attempt
 NAMESPACE_CALLS = {"unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroot"}
-NAMESPACE_TOOLS = {"unshare", "nsenter", "mount", "umount", "pivot_root", "chroot", "bwrap", "/usr/bin/unshare", "/bin/mount"}
+NAMESPACE_TOOLS = {
+    "unshare",
+    "nsenter",
+    "mount",
+    "umount",
+    "pivot_root",
+    "chroot",
+    "bwrap",
+    "/usr/bin/unshare",
+    "/bin/mount",
+}
 
 
 def _first_items(node: ast.Call) -> list[ast.AST]:
@@ -210,7 +242,17 @@ class _Scanner:
             self.add(node, "namespace", f"calls {called}() (namespaces and mounts are refused in the worker: issue 17)")
         elif any(isinstance(a, ast.Constant) and a.value in NAMESPACE_TOOLS for a in _first_items(node)):
             self.add(node, "namespace", "runs a namespace or mount tool (refused in the worker: issue 17)")
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("read_text", "read_bytes", "write_text", "write_bytes", "open", "unlink", "rename", "replace", "symlink_to"):
+        if isinstance(node.func, ast.Attribute) and node.func.attr in (
+            "read_text",
+            "read_bytes",
+            "write_text",
+            "write_bytes",
+            "open",
+            "unlink",
+            "rename",
+            "replace",
+            "symlink_to",
+        ):
             if name not in CALLS:
                 self.add(node, "file-access", f"calls .{node.func.attr}() (a file read or write through pathlib?)")
         # getattr(module, "name") hides an attribute from this scan
@@ -268,9 +310,23 @@ def _files(root: Path) -> tuple[list[Path], list[Finding]]:
             path = Path(dirpath) / name
             rel = str(path.relative_to(root))
             if path.is_symlink():
-                notes.append(Finding(file=rel, line=0, rule="symlink", message=f"a symbolic link to {os.readlink(path)[:200]} (not copied for grading)"))
+                notes.append(
+                    Finding(
+                        file=rel,
+                        line=0,
+                        rule="symlink",
+                        message=f"a symbolic link to {os.readlink(path)[:200]} (not copied for grading)",
+                    )
+                )
             elif name.endswith(NATIVE_SUFFIXES):
-                notes.append(Finding(file=rel, line=0, rule="native-code", message="a compiled library: native code the grader cannot inspect"))
+                notes.append(
+                    Finding(
+                        file=rel,
+                        line=0,
+                        rule="native-code",
+                        message="a compiled library: native code the grader cannot inspect",
+                    )
+                )
             elif name.endswith(".py"):
                 files.append(path)
             if len(files) >= MAX_FILES:
@@ -293,10 +349,14 @@ def scan_submission(path: Path) -> list[Finding]:
         try:
             tree = ast.parse(source, filename=rel)
         except SyntaxError as exc:
-            findings.append(Finding(file=rel, line=exc.lineno or 0, rule="syntax-error", message=f"does not parse: {exc.msg}"))
+            findings.append(
+                Finding(file=rel, line=exc.lineno or 0, rule="syntax-error", message=f"does not parse: {exc.msg}")
+            )
             continue
         except (ValueError, RecursionError, MemoryError) as exc:
-            findings.append(Finding(file=rel, line=0, rule="unreadable", message=f"could not be parsed: {type(exc).__name__}"))
+            findings.append(
+                Finding(file=rel, line=0, rule="unreadable", message=f"could not be parsed: {type(exc).__name__}")
+            )
             continue
         findings.extend(_Scanner(rel).scan(tree))
         if len(findings) >= MAX_FINDINGS:

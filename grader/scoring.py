@@ -7,7 +7,6 @@ import math
 from grader.records import ProblemResult, TestResult
 from grader.spec import Case, Problem, Thresholds
 
-
 SHARE_UNIT = 1e-4  # case shares are kept to four decimals
 
 

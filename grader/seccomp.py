@@ -44,7 +44,16 @@ NR_OFFSET, ARCH_OFFSET, ARG0_LOW_OFFSET = 0, 4, 16
 CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 X32_SYSCALL_BIT = 0x40000000
 # the new mount API has one number on every architecture
-MOUNT_API = {"open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "open_tree_attr": 467}
+MOUNT_API = {
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
+    "open_tree_attr": 467,
+}
 
 
 class _Arch:
@@ -53,8 +62,20 @@ class _Arch:
 
 
 ARCHES = {
-    "x86_64": _Arch(0xC000003E, 56, 435, {"unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, **MOUNT_API}, X32_SYSCALL_BIT),
-    "aarch64": _Arch(0xC00000B7, 220, 435, {"unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, **MOUNT_API}, None),
+    "x86_64": _Arch(
+        0xC000003E,
+        56,
+        435,
+        {"unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, **MOUNT_API},
+        X32_SYSCALL_BIT,
+    ),
+    "aarch64": _Arch(
+        0xC00000B7,
+        220,
+        435,
+        {"unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, **MOUNT_API},
+        None,
+    ),
 }
 
 

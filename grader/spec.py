@@ -61,7 +61,7 @@ class Thresholds(Strict):
     review_above: float = Field(default=1.5, gt=1)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Thresholds":
+    def _ordered(self) -> Thresholds:
         if self.zero_at >= self.full_at:
             raise ValueError(f"zero_at ({self.zero_at}) must be below full_at ({self.full_at})")
         return self
@@ -156,13 +156,15 @@ class Environment(Strict):
         return value
 
     @model_validator(mode="after")
-    def _complete(self) -> "Environment":
+    def _complete(self) -> Environment:
         missing = [n for n in ("torch", "triton", "numpy") if n not in self.allowed_imports]
         unpinned = [n for n in self.allowed_imports if n not in ("torch", "triton", "numpy", *self.packages)]
         stray = [n for n in self.packages if n not in self.allowed_imports]
         if missing or unpinned or stray or not all(n.isidentifier() for n in self.allowed_imports):
-            raise ValueError(f"allowed_imports must be module names including torch, triton and numpy, with a version in "
-                             f"packages for each other one (missing {missing}, unpinned {unpinned}, pinned but not allowed {stray})")
+            raise ValueError(
+                f"allowed_imports must be module names including torch, triton and numpy, with a version in "
+                f"packages for each other one (missing {missing}, unpinned {unpinned}, pinned but not allowed {stray})"
+            )
         return self
 
 
@@ -172,7 +174,7 @@ class Assignment(Strict):
     problems: list[Problem]
 
     @model_validator(mode="after")
-    def _unique(self) -> "Assignment":
+    def _unique(self) -> Assignment:
         names = [p.name for p in self.problems]
         if len(set(names)) != len(names):
             raise ValueError(f"problem names must be unique, got {names}")
@@ -233,8 +235,10 @@ def _typed_cases(path: Path, prob: dict[str, Any], key: str, raw_cases: list[Any
     kind = REGISTRY.get(name) if isinstance(name, str) else None
     if kind is None:
         known = ", ".join(sorted(REGISTRY))
-        raise SpecError(f"{path}: problems.name = {name!r} is not a known problem: no grading folder grader/problems/{name}/ "
-                        f"(expected one of: {known})")
+        raise SpecError(
+            f"{path}: problems.name = {name!r} is not a known problem: no grading folder grader/problems/{name}/ "
+            f"(expected one of: {known})"
+        )
     if not isinstance(raw_cases, list):
         raise SpecError(f"{path}: problems[{name}].{key} must be an array of tables")
     cases: list[Case] = []
@@ -264,7 +268,9 @@ def load_assignment(path: Path | str = DEFAULT_SPEC, hidden: Path | str | None |
         hidden_data = _read_toml(hidden_path)
         unknown = set(hidden_data) - {"hidden"}
         if unknown:
-            raise SpecError(f"{hidden_path}: unexpected top-level keys {sorted(unknown)} (expected only [[hidden.<problem>]])")
+            raise SpecError(
+                f"{hidden_path}: unexpected top-level keys {sorted(unknown)} (expected only [[hidden.<problem>]])"
+            )
 
     problems = data.get("problems")
     if not isinstance(problems, list) or not problems:
@@ -282,7 +288,9 @@ def load_assignment(path: Path | str = DEFAULT_SPEC, hidden: Path | str | None |
             raise SpecError(f"{path}: problems[{i}] must be a table")
         prob = dict(prob)
         cases = _typed_cases(path, prob, "cases", prob.pop("cases", []), "public")
-        cases += _typed_cases(hidden_path or path, prob, "hidden", hidden_by_problem.get(prob.get("name"), []), "hidden")
+        cases += _typed_cases(
+            hidden_path or path, prob, "hidden", hidden_by_problem.get(prob.get("name"), []), "hidden"
+        )
         benchmarks = _typed_cases(path, prob, "benchmarks", prob.pop("benchmarks", []), "public")
         built.append({**prob, "cases": cases, "benchmarks": benchmarks})
     try:

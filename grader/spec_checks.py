@@ -25,7 +25,9 @@ def aten_ops() -> frozenset[str]:
     """Every aten operator this PyTorch registers, without overload names (`aten::mul`)."""
     import torch
 
-    return frozenset(name.split(".", 1)[0] for name in torch._C._dispatch_get_all_op_names() if name.startswith("aten::"))
+    return frozenset(
+        name.split(".", 1)[0] for name in torch._C._dispatch_get_all_op_names() if name.startswith("aten::")
+    )
 
 
 def unknown_ops(ops: list[str]) -> list[str]:
@@ -47,24 +49,27 @@ def _torch_version() -> str:
     return torch.__version__
 
 
-def case_elements(problem_name: str, case: "Case") -> float:
+def case_elements(problem_name: str, case: Case) -> float:
     """Elements a case moves at least once: its problem's bytes of work over the dtype's size."""
     from grader.problems import REGISTRY
     from grader.problems.base import TORCH_DTYPES
 
     moved, _ = REGISTRY[problem_name].work(case)
-    return moved / TORCH_DTYPES[getattr(case, "dtype")].itemsize
+    return moved / TORCH_DTYPES[case.dtype].itemsize
 
 
-def oversized(problem_name: str, case: "Case", suite: str) -> str | None:
+def oversized(problem_name: str, case: Case, suite: str) -> str | None:
     limit = MAX_CASE_ELEMENTS[suite]
     elements = case_elements(problem_name, case)
     if elements <= limit:
         return None
-    return f"{case.name} moves {elements:.3g} elements, over the {suite} suite's limit of {limit:.3g} (MAX_CASE_ELEMENTS in grader/spec_checks.py)"
+    return (
+        f"{case.name} moves {elements:.3g} elements, over the {suite} suite's limit of {limit:.3g} "
+        f"(MAX_CASE_ELEMENTS in grader/spec_checks.py)"
+    )
 
 
-def problems_errors(problems: "list[Problem]") -> list[str]:
+def problems_errors(problems: list[Problem]) -> list[str]:
     """Every semantic error of the problems, each located as problems[name].key."""
     errors = []
     for problem in problems:

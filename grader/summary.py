@@ -22,7 +22,15 @@ def print_result(result: Result, console: Console) -> None:
     for p in result.problems:
         graded = [t for t in p.tests if t.max_score > 0]
         perf = p.performance
-        perf_text = "" if perf is None else (f"{_pts(perf.score)} / {_pts(perf.max_score)}" if perf.status == "measured" else perf.status.replace("_", " "))
+        perf_text = (
+            ""
+            if perf is None
+            else (
+                f"{_pts(perf.score)} / {_pts(perf.max_score)}"
+                if perf.status == "measured"
+                else perf.status.replace("_", " ")
+            )
+        )
         table.add_row(
             p.name,
             f"[{STYLE[p.status]}]{p.status}[/]",
@@ -70,4 +78,6 @@ def progress_line(done: int, total: int, student: str, result: Result) -> str:
     from grader.flags import labels
 
     marks = labels(result) if result.status == "graded" else ""
-    return f"[{done}/{total}] {student}: {text}" + (f"; flags: {marks}" if marks else "") + f" ({result.duration_s:.1f} s)"
+    return (
+        f"[{done}/{total}] {student}: {text}" + (f"; flags: {marks}" if marks else "") + f" ({result.duration_s:.1f} s)"
+    )

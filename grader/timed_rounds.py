@@ -101,7 +101,14 @@ class FreshRounds:
     def drain(self) -> tuple[list[VerifiedRound], dict[str, torch.Tensor]]:
         """The checked rounds since the last drain: (per round its index, outputs' facts and
         issues; the samples on the CPU)."""
-        meta = [VerifiedRound(round=t.index, outputs=t.facts, issues=[str(i)[:500] for i in t.issues[:4]]) for t in self.taken]
-        payload = {f"{t.index}:{label}": value.detach().to("cpu").contiguous() for t in self.taken for label, value in t.slices.items()}
+        meta = [
+            VerifiedRound(round=t.index, outputs=t.facts, issues=[str(i)[:500] for i in t.issues[:4]])
+            for t in self.taken
+        ]
+        payload = {
+            f"{t.index}:{label}": value.detach().to("cpu").contiguous()
+            for t in self.taken
+            for label, value in t.slices.items()
+        }
         self.taken = []
         return meta, payload

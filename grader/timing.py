@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
 from pytest_benchmark.stats import Stats
@@ -51,7 +52,7 @@ class CudaStamp:
         self.event = torch.cuda.Event(enable_timing=True)
         self.event.record()
 
-    def __sub__(self, earlier: "CudaStamp") -> float:
+    def __sub__(self, earlier: CudaStamp) -> float:
         self.event.synchronize()
         return earlier.event.elapsed_time(self.event) / 1e3
 
@@ -193,7 +194,14 @@ class RoundHooks(Protocol):
         """After the round's closing event, with what the call returned."""
 
 
-def run_rounds(calls: list[Callable[[], Any]], rounds: int, clock: CudaClock, flush: L2Flusher, offset: int = 0, hooks: RoundHooks | None = None) -> list[float]:
+def run_rounds(
+    calls: list[Callable[[], Any]],
+    rounds: int,
+    clock: CudaClock,
+    flush: L2Flusher,
+    offset: int = 0,
+    hooks: RoundHooks | None = None,
+) -> list[float]:
     """`rounds` timed calls, each after an L2 flush, queued in chunks behind a LaunchCover."""
     cover = COVER
     samples: list[float] = []
@@ -222,7 +230,13 @@ def run_rounds(calls: list[Callable[[], Any]], rounds: int, clock: CudaClock, fl
     return samples
 
 
-def measure(calls: list[Callable[[], Any]], budget_s: float = 1.0, warm: bool = True, min_s: float = 0.0, hooks: RoundHooks | None = None) -> Measurement:
+def measure(
+    calls: list[Callable[[], Any]],
+    budget_s: float = 1.0,
+    warm: bool = True,
+    min_s: float = 0.0,
+    hooks: RoundHooks | None = None,
+) -> Measurement:
     """Warm up, run a pilot, then as many rounds as the pilot says the target RSE needs."""
     clock, flush = CudaClock(), L2Flusher()
     if warm:

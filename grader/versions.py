@@ -44,7 +44,12 @@ def installed(name: str) -> str | None:
 
 def requirements(env: Environment) -> list[str]:
     """The environment as pip requirements: what every install of the grader or the handout pins."""
-    return [f"torch=={env.torch}", f"triton=={env.triton}", f"numpy{env.numpy}", *(f"{n}=={v}" for n, v in env.packages.items())]
+    return [
+        f"torch=={env.torch}",
+        f"triton=={env.triton}",
+        f"numpy{env.numpy}",
+        *(f"{n}=={v}" for n, v in env.packages.items()),
+    ]
 
 
 def install_command(env: Environment) -> str:

@@ -34,14 +34,14 @@ _MISSING = object()
 
 # -- launch counting ----------------------------------------------------------------------------
 
-_WRAPPER = '''
+_WRAPPER = """
 def make(original, counter):
     def run(self, *args, **kwargs):
         if not kwargs.get("warmup", False):
             counter[0] += 1
         return original(self, *args, **kwargs)
     return run
-'''
+"""
 
 
 class LaunchCounter:
@@ -84,7 +84,15 @@ class LaunchCounter:
 _ALL = None
 _CACHED_BY_PYTHON = frozenset({"__slotnames__"})  # copyreg caches it on a class the first time one is pickled
 _TIME = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time", "sleep")
-_PROFILER_NAMES = ("_enable_profiler", "_disable_profiler", "_prepare_profiler", "_profiler_enabled", "_toggle_collection_dynamic", "_enable_profiler_legacy", "_disable_profiler_legacy")
+_PROFILER_NAMES = (
+    "_enable_profiler",
+    "_disable_profiler",
+    "_prepare_profiler",
+    "_profiler_enabled",
+    "_toggle_collection_dynamic",
+    "_enable_profiler_legacy",
+    "_disable_profiler_legacy",
+)
 
 
 def _guarded() -> list[tuple[str, Any, tuple[str, ...] | None]]:
@@ -97,9 +105,41 @@ def _guarded() -> list[tuple[str, Any, tuple[str, ...] | None]]:
         ("json", json, ("dumps", "loads")),
         ("io", io, ("BytesIO",)),
         ("pickle", pickle, ("Pickler", "Unpickler", "dump", "dumps", "load", "loads")),
-        ("torch", torch, ("allclose", "isclose", "equal", "empty", "empty_like", "zeros", "save", "load", "isnan", "isinf", "Tensor", "use_deterministic_algorithms")),
+        (
+            "torch",
+            torch,
+            (
+                "allclose",
+                "isclose",
+                "equal",
+                "empty",
+                "empty_like",
+                "zeros",
+                "save",
+                "load",
+                "isnan",
+                "isinf",
+                "Tensor",
+                "use_deterministic_algorithms",
+            ),
+        ),
         ("torch.Tensor", torch.Tensor, _ALL),
-        ("torch.cuda", torch.cuda, ("Event", "Stream", "synchronize", "_sleep", "current_stream", "stream", "set_stream", "empty_cache", "get_device_properties", "current_device")),
+        (
+            "torch.cuda",
+            torch.cuda,
+            (
+                "Event",
+                "Stream",
+                "synchronize",
+                "_sleep",
+                "current_stream",
+                "stream",
+                "set_stream",
+                "empty_cache",
+                "get_device_properties",
+                "current_device",
+            ),
+        ),
         ("torch.cuda.Event", torch.cuda.Event, _ALL),
         ("torch.testing", torch.testing, ("assert_close",)),
         ("torch.autograd", torch.autograd, _PROFILER_NAMES),
@@ -147,7 +187,9 @@ class Guard:
                 self.closed.append((label, owner, frozenset(entries)))
             for name in names if names is not _ALL else list(entries):
                 value = entries.get(name, _MISSING)
-                if value is _MISSING or not (callable(value) or isinstance(value, (type, types.ModuleType, staticmethod, classmethod, property))):
+                if value is _MISSING or not (
+                    callable(value) or isinstance(value, (type, types.ModuleType, staticmethod, classmethod, property))
+                ):
                     continue
                 self.saved.append((label, owner, name, value))
 
@@ -180,7 +222,8 @@ class Guard:
         shown = ", ".join(self.tampered[:8]) + (f" and {len(self.tampered) - 8} more" if len(self.tampered) > 8 else "")
         return protocol.Failed(
             type="Tampering",
-            message=f"the submission tampered with the grader's environment: {shown}. Replacing Python, PyTorch or Triton "
+            message=f"the submission tampered with the grader's environment: {shown}. Replacing Python, PyTorch "
+            f"or Triton "
             "functions, or switching the profiler, is not allowed in a submission; the problem scores 0",
         )
 
@@ -199,7 +242,15 @@ class _Profiler:
         try:
             from torch._C._autograd import _KinetoEvent, _ProfilerResult
             from torch._C._profiler import _ExperimentalConfig
-            from torch.autograd import DeviceType, ProfilerActivity, ProfilerConfig, ProfilerState, _disable_profiler, _enable_profiler, _prepare_profiler
+            from torch.autograd import (
+                DeviceType,
+                ProfilerActivity,
+                ProfilerConfig,
+                ProfilerState,
+                _disable_profiler,
+                _enable_profiler,
+                _prepare_profiler,
+            )
 
             try:
                 experimental = _ExperimentalConfig(profile_all_threads=True)

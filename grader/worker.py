@@ -33,8 +33,9 @@ import os
 import resource
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -77,7 +78,9 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
         fatal = isinstance(exc, torch.OutOfMemoryError) or "CUDA error" in text or "illegal memory access" in text
         return protocol.Failed(type=kind, message=_trim(summary), traceback=_trim(tb), fatal=fatal)
     except BaseException:  # noqa: BLE001 - an exception whose str() or repr() itself fails
-        return protocol.Failed(type="Exception", message="the submission raised an exception whose message could not be read")
+        return protocol.Failed(
+            type="Exception", message="the submission raised an exception whose message could not be read"
+        )
 
 
 # -- calls --------------------------------------------------------------------------------------
@@ -86,10 +89,14 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
 FRESH = calls.FreshInputs()
 
 
-def handle_call(problem_name: str, fn: Callable[..., Any], request: protocol.CallRequest, blob: bytes, device: str, submission: Path) -> tuple[protocol.Message, bytes]:
+def handle_call(
+    problem_name: str, fn: Callable[..., Any], request: protocol.CallRequest, blob: bytes, device: str, submission: Path
+) -> tuple[protocol.Message, bytes]:
     problem = REGISTRY[problem_name]
     case = problem.case_model.model_validate(request.case)
-    outcome = calls.run(problem, fn, case, protocol.unpack_tensors(blob, map_location=device), device, FRESH, request.profile)
+    outcome = calls.run(
+        problem, fn, case, protocol.unpack_tensors(blob, map_location=device), device, FRESH, request.profile
+    )
     tampering = GUARD.report()
     if tampering:
         return tampering, b""
@@ -136,11 +143,15 @@ class Timer:
             self.sets = [self.kind.make_inputs(case, generator(request.seed + i, "cuda")) for i in range(request.sets)]
             self.calls = [self.kind.timed(self.fn, inputs) for inputs in self.sets]
             if request.refill_seed is not None and request.verify_seed is not None:
-                self.rounds = timed_rounds.FreshRounds(self.kind, case, self.sets, request.refill_seed, request.verify_seed)
+                self.rounds = timed_rounds.FreshRounds(
+                    self.kind, case, self.sets, request.refill_seed, request.verify_seed
+                )
             self.key = key
         return case
 
-    def handle(self, request: protocol.TimeRequest | protocol.LoopRequest, submission: Path) -> tuple[protocol.Message, bytes]:
+    def handle(
+        self, request: protocol.TimeRequest | protocol.LoopRequest, submission: Path
+    ) -> tuple[protocol.Message, bytes]:
         calls.nan_fill(False)  # timing runs without the NaN fill of correctness calls
         blob = b""
         reply: protocol.Message
@@ -154,10 +165,17 @@ class Timer:
                         # watched as correctness is: the same ops in the same part of the call (attention: the forward)
                         profile = calls.watched(self.kind, self.fn, self.sets[0], case, "cuda")[1]
                     launches = LaunchCounter.total()
-                    measured = timing.measure(self.calls, request.budget_s, warm=request.warm, min_s=request.min_s, hooks=self.rounds)
+                    measured = timing.measure(
+                        self.calls, request.budget_s, warm=request.warm, min_s=request.min_s, hooks=self.rounds
+                    )
                     verified, payload = self.rounds.drain() if self.rounds else ([], {})
                     blob = protocol.pack_tensors(payload)
-                    reply = protocol.Timed(samples_s=measured.samples_s, triton_launches=LaunchCounter.total() - launches, profile=protocol.Profile(**profile) if profile else None, verified=verified)
+                    reply = protocol.Timed(
+                        samples_s=measured.samples_s,
+                        triton_launches=LaunchCounter.total() - launches,
+                        profile=protocol.Profile(**profile) if profile else None,
+                        verified=verified,
+                    )
                 else:
                     wall = timing.loop_wall_time(self.calls[0], request.rounds)
                     reply = protocol.Looped(wall_s=wall, triton_launches=LaunchCounter.total() - launches)

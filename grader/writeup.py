@@ -53,7 +53,12 @@ def describe_case(case: Case) -> str:
 
 def _macros() -> Any:
     env = Environment(loader=FileSystemLoader(TEMPLATES), keep_trailing_newline=True, trim_blocks=False)
-    env.filters.update(num=_num, case=describe_case, short_dtype=lambda d: SHORT_DTYPE.get(d, d), op=lambda o: f"`{o.removeprefix('aten::')}`")
+    env.filters.update(
+        num=_num,
+        case=describe_case,
+        short_dtype=lambda d: SHORT_DTYPE.get(d, d),
+        op=lambda o: f"`{o.removeprefix('aten::')}`",
+    )
     return env.get_template(TEMPLATE).module
 
 
@@ -102,13 +107,19 @@ def cmd_writeup(args: argparse.Namespace) -> int:
         return 2
     if args.check:
         if changed:
-            console.print(f"[red]{escape(str(path))} disagrees with {escape(str(args.spec))}[/red] in: {escape(', '.join(changed))} (run `grader writeup` to rewrite them)")
+            console.print(
+                f"[red]{escape(str(path))} disagrees with {escape(str(args.spec))}[/red] in: "
+                f"{escape(', '.join(changed))} (run `grader writeup` to rewrite them)"
+            )
             return 1
         console.print(f"{escape(str(path))}: {len(blocks(text))} generated block(s) agree with the spec")
         return 0
     if changed:
         write_atomic(path, new)
-    console.print(f"{escape(str(path))}: rewrote {len(changed)} of {len(blocks(text))} generated block(s){': ' + escape(', '.join(changed)) if changed else ''}")
+    console.print(
+        f"{escape(str(path))}: rewrote {len(changed)} of {len(blocks(text))} generated "
+        f"block(s){': ' + escape(', '.join(changed)) if changed else ''}"
+    )
     return 0
 
 
@@ -116,5 +127,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("writeup", help="rewrite the write-up's generated tables from the spec (--check: only compare)")
     p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml (its public cases only)")
     p.add_argument("--writeup", default=None, help="the write-up (default: the spec's assignment.writeup)")
-    p.add_argument("--check", action="store_true", help="change nothing; exit 1 when a generated block disagrees with the spec")
+    p.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 when a generated block disagrees with the spec"
+    )
     p.set_defaults(func=cmd_writeup)

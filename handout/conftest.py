@@ -12,8 +12,9 @@ workers is installed here before your files are imported (grader/imports.py).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -23,8 +24,8 @@ if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from grader import imports, versions  # noqa: E402
-from grader.spec import load_assignment  # noqa: E402
 from grader.handout_support import REPLAY, BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
+from grader.spec import load_assignment  # noqa: E402
 
 DEFAULT_SUBMISSION = Path(__file__).resolve().parent.parent / "student_template"
 
@@ -32,28 +33,46 @@ DEFAULT_SUBMISSION = Path(__file__).resolve().parent.parent / "student_template"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("handout", "Triton kernels assignment")
     files = ", ".join(f"{p.module}.py" for p in load_assignment(hidden=False).problems)
-    group.addoption("--submission", default=str(DEFAULT_SUBMISSION), help=f"folder with {files} (default: student_template)")
-    group.addoption("--dtype", default=None, choices=["float32", "float16", "bfloat16"], help="only cases of this dtype")
+    group.addoption(
+        "--submission", default=str(DEFAULT_SUBMISSION), help=f"folder with {files} (default: student_template)"
+    )
+    group.addoption(
+        "--dtype", default=None, choices=["float32", "float16", "bfloat16"], help="only cases of this dtype"
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    device = torch.cuda.get_device_name() if HAS_GPU else "CPU, through Triton's interpreter (TRITON_INTERPRET=1; small cases)"
+    device = (
+        torch.cuda.get_device_name()
+        if HAS_GPU
+        else "CPU, through Triton's interpreter (TRITON_INTERPRET=1; small cases)"
+    )
     return [f"submission: {config.getoption('--submission')}", f"device: {device}", *_environment_lines()]
 
 
 def _environment_lines() -> list[str]:
     env = versions.graded()
-    graded = f"graded with torch {env.torch}, triton {env.triton}; imports allowed: the standard library, your own modules, {', '.join(env.allowed_imports)}"
+    graded = (
+        f"graded with torch {env.torch}, triton {env.triton}; imports allowed: the standard library, your "
+        f"own modules, {', '.join(env.allowed_imports)}"
+    )
     diffs = versions.differences(env)
     if not diffs:
         return [f"environment: {graded} (the same here)"]
-    return [f"environment: {graded}", f"WARNING: not the grading versions: {'; '.join(diffs)}", f"  to test as graded: {versions.install_command(env)}"]
+    return [
+        f"environment: {graded}",
+        f"WARNING: not the grading versions: {'; '.join(diffs)}",
+        f"  to test as graded: {versions.install_command(env)}",
+    ]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     diffs = versions.differences(versions.graded())
     if diffs:
-        message = f"not the grading versions: {'; '.join(diffs)}. Results here may differ from the grade ({versions.WRITEUP}); to test as graded: {versions.install_command(versions.graded())}"
+        message = (
+            f"not the grading versions: {'; '.join(diffs)}. Results here may differ from the grade "
+            f"({versions.WRITEUP}); to test as graded: {versions.install_command(versions.graded())}"
+        )
         config.issue_config_time_warning(pytest.PytestWarning(message), stacklevel=2)
 
 

@@ -515,7 +515,7 @@ def _check_inputs(q, k, v, is_causal):
         raise ValueError(f"B, H, Nq and Nk must all be >= 1; got q {tuple(q.shape)}, k {tuple(k.shape)}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _capability(device):
     return torch.cuda.get_device_capability(device)
 

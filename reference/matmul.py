@@ -52,7 +52,6 @@ import torch
 import triton
 import triton.language as tl
 
-
 # GeLU constants folded for exp2: exp(-2u) = exp2(x * (_GELU_A + _GELU_B * x^2)) with
 # u = sqrt(2/pi) (x + 0.044715 x^3), _GELU_A = -2 sqrt(2/pi) log2(e), _GELU_B = 0.044715 _GELU_A.
 _GELU_A = tl.constexpr(-2.302208198144325)

@@ -18,12 +18,16 @@ class FlashAttention2(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
         """q: (B, H, Nq, D); k, v: (B, H, Nk, D). Save the float32 logsumexp L (B, H, Nq) for backward."""
-        raise NotImplementedError("FlashAttention2.forward is not implemented yet: see assignment/README.md, section '4. FlashAttention-2'")
+        raise NotImplementedError(
+            "FlashAttention2.forward is not implemented yet: see assignment/README.md, section '4. FlashAttention-2'"
+        )
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         """Return dq, dk, dv (and None for is_causal), recomputing P from the saved L."""
-        raise NotImplementedError("FlashAttention2.backward is not implemented yet: see assignment/README.md, section '4. FlashAttention-2'")
+        raise NotImplementedError(
+            "FlashAttention2.backward is not implemented yet: see assignment/README.md, section '4. FlashAttention-2'"
+        )
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False) -> torch.Tensor:

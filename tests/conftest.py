@@ -52,7 +52,13 @@ def _private_reference_cache(tmp_path_factory: pytest.TempPathFactory):
 
     from grader import reference_cache
 
-    names = (reference_cache.ENV, reference_cache.BASE_ENV, "TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING", "TRITON_CACHE_MANAGER")
+    names = (
+        reference_cache.ENV,
+        reference_cache.BASE_ENV,
+        "TRITON_CACHE_DIR",
+        "TRITON_CACHE_AUTOTUNING",
+        "TRITON_CACHE_MANAGER",
+    )
     before = {name: os.environ.get(name) for name in names}
     os.environ[reference_cache.ENV] = str(tmp_path_factory.mktemp("reference-cache"))
     yield

@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_handout(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "handout", "-q", "-p", "no:randomly", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 
@@ -47,8 +50,16 @@ def test_bf16_on_cpu_for_dot_problems_explains_the_interpreter_limit() -> None:
 @pytest.mark.gpu
 def test_benchmarks_print_the_grader_method_medians(tmp_path: Path) -> None:
     report = tmp_path / "bench.json"
-    proc = run_handout("--submission", "reference", "--benchmark-only", "-k", "softmax and 16384x1024",
-                       f"--benchmark-json={report}", "-p", "no:cacheprovider")
+    proc = run_handout(
+        "--submission",
+        "reference",
+        "--benchmark-only",
+        "-k",
+        "softmax and 16384x1024",
+        f"--benchmark-json={report}",
+        "-p",
+        "no:cacheprovider",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     benches = {b["name"]: b for b in json.loads(report.read_text())["benchmarks"]}
     assert set(benches) == {"16384x1024-fp32[yours]", "16384x1024-fp32[pytorch]"}

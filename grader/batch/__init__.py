@@ -14,10 +14,38 @@ Input: a folder with one entry per student (a folder, an archive, or a Gradescop
 from __future__ import annotations
 
 from grader.batch.context import Context, selected_problems
-from grader.batch.discovery import GRADESCOPE_METADATA, MANIFESTS, RESERVED, WORK, Entry, discover, read_gradescope_metadata, read_manifest, student_id
+from grader.batch.discovery import (
+    GRADESCOPE_METADATA,
+    MANIFESTS,
+    RESERVED,
+    WORK,
+    Entry,
+    discover,
+    read_gradescope_metadata,
+    read_manifest,
+    student_id,
+)
 from grader.batch.errors import BatchError
-from grader.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWANCE_S, BatchOptions, ContainerOptions, RayOptions, SlurmOptions
-from grader.batch.results import INFRA, MAX_RESULT_BYTES, BadResult, collect_result, commit_or_error, commit_result, error_result, previous, read_result, remove_partial_files
+from grader.batch.options import (
+    PER_PROBLEM_ALLOWANCE_S,
+    STARTUP_ALLOWANCE_S,
+    BatchOptions,
+    ContainerOptions,
+    RayOptions,
+    SlurmOptions,
+)
+from grader.batch.results import (
+    INFRA,
+    MAX_RESULT_BYTES,
+    BadResult,
+    collect_result,
+    commit_or_error,
+    commit_result,
+    error_result,
+    previous,
+    read_result,
+    remove_partial_files,
+)
 from grader.batch.run import BatchLock, run_batch
 from grader.batch.runners import ROOT, DockerRunner, InProcessRunner, Runner, SubprocessRunner, tail_lines
 from grader.batch.tasks import SKIPPED_FOLDERS, Task, check_folder, prepare

@@ -52,7 +52,9 @@ def read_manifest(root: Path) -> dict[str, str]:
         if not rows:
             return {}
         header = [c.strip().lower() for c in rows[0]]
-        entry_col = next((header.index(k) for k in ("entry", "file", "folder", "submission", "path", "name") if k in header), None)
+        entry_col = next(
+            (header.index(k) for k in ("entry", "file", "folder", "submission", "path", "name") if k in header), None
+        )
         id_col = next((header.index(k) for k in ("student", "student_id", "sid", "id", "email") if k in header), None)
         if entry_col is None or id_col is None:
             entry_col, id_col = 0, 1
@@ -73,7 +75,9 @@ def read_manifest(root: Path) -> dict[str, str]:
             return {str(k): v for k, v in data.items()}
         if isinstance(data, list) and all(isinstance(d, dict) and "entry" in d and "student" in d for d in data):
             return {str(d["entry"]): str(d["student"]) for d in data}
-        raise BatchError(f'{path_json}: expected {{"entry": "student id", ...}} or [{{"entry": ..., "student": ...}}, ...]')
+        raise BatchError(
+            f'{path_json}: expected {{"entry": "student id", ...}} or [{{"entry": ..., "student": ...}}, ...]'
+        )
     return {}
 
 
@@ -106,7 +110,11 @@ def discover(root: Path, exclude: list[Path] | None = None) -> list[Entry]:
             if path.is_dir() and (path / GRADESCOPE_METADATA).exists():
                 raw += _gradescope_entries(path)
             elif path.is_dir() or archives.archive_suffix(path) or archives.is_unsupported_archive(path):
-                name = manifest.get(path.name) or manifest.get(archives.strip_archive_suffix(path.name)) or archives.strip_archive_suffix(path.name)
+                name = (
+                    manifest.get(path.name)
+                    or manifest.get(archives.strip_archive_suffix(path.name))
+                    or archives.strip_archive_suffix(path.name)
+                )
                 raw.append((name, path))
     entries: list[Entry] = []
     taken: dict[str, Path] = {}
@@ -123,7 +131,10 @@ def discover(root: Path, exclude: list[Path] | None = None) -> list[Entry]:
             n = 2
             while f"{sid}-dup{n}" in taken:
                 n += 1
-            error = f"duplicate student id {sid!r}: {first.name} and {path.name} both map to it (fix the names or the manifest)"
+            error = (
+                f"duplicate student id {sid!r}: {first.name} and {path.name} both map to it (fix the names "
+                f"or the manifest)"
+            )
             sid, kind = f"{sid}-dup{n}", "invalid"
         taken[sid] = path
         entries.append(Entry(sid, path, kind, error))

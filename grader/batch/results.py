@@ -8,7 +8,7 @@ checked before it is trusted.
 from __future__ import annotations
 
 import platform
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +42,9 @@ def read_result(path: Path) -> Result | None:
         return None
 
 
-def previous(out: Path, sha: str, assignment: Assignment, problems: list[str], interpreter: bool, retry_errors: bool = False) -> Result | None:
+def previous(
+    out: Path, sha: str, assignment: Assignment, problems: list[str], interpreter: bool, retry_errors: bool = False
+) -> Result | None:
     """The result already in `out` when it is for this very grading, else None.
 
     Same content hash, assignment version, set of problems and device kind (interpreter or
@@ -103,20 +105,40 @@ def remove_partial_files(out: Path) -> int:
     return removed
 
 
-def error_result(assignment: Assignment, task: Task, reason: str, problems: list[Problem], device: str, isolation: str, duration: float = 0.0) -> Result:
+def error_result(
+    assignment: Assignment,
+    task: Task,
+    reason: str,
+    problems: list[Problem],
+    device: str,
+    isolation: str,
+    duration: float = 0.0,
+) -> Result:
     """A complete record for a submission that could not be graded, so the gradebook stays whole."""
     short = reason.strip().splitlines()[0] if reason.strip() else "error"
     return Result(
         assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
         submission=SubmissionRef(path=str(task.entry.source), sha256=task.sha, student=task.student),
-        environment=Environment(device=device, torch="", triton="", python=platform.python_version(), isolation=isolation, interpreter=device == "cpu"),
+        environment=Environment(
+            device=device,
+            torch="",
+            triton="",
+            python=platform.python_version(),
+            isolation=isolation,
+            interpreter=device == "cpu",
+        ),
         score=0.0,
         max_score=sum(p.max_score for p in problems),
         duration_s=round(duration, 3),
-        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
         status="error",
         error=reason.strip()[:4000],
-        problems=[ProblemResult(name=p.name, title=p.title, score=0.0, max_score=p.max_score, status="error", message=short[:500]) for p in problems],
+        problems=[
+            ProblemResult(
+                name=p.name, title=p.title, score=0.0, max_score=p.max_score, status="error", message=short[:500]
+            )
+            for p in problems
+        ],
     )
 
 
@@ -132,9 +154,13 @@ def collect_result(out: Path, task: Task, assignment: Assignment) -> Result:
     except (ValueError, ValidationError) as exc:
         first = str(exc).splitlines()[0][:300]
         raise BadResult(f"its result.json is not a valid result record ({first})") from None
-    if (result.assignment.name, result.assignment.version) != (assignment.assignment.name, assignment.assignment.version):
+    if (result.assignment.name, result.assignment.version) != (
+        assignment.assignment.name,
+        assignment.assignment.version,
+    ):
         raise BadResult(
-            f"it graded assignment {result.assignment.name} {result.assignment.version}, not {assignment.assignment.name} "
+            f"it graded assignment {result.assignment.name} {result.assignment.version}, not "
+            f"{assignment.assignment.name} "
             f"{assignment.assignment.version} (is the image out of date? `grader image build`)"
         )
     if result.submission.sha256 != task.sha:

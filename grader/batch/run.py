@@ -16,11 +16,12 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -50,7 +51,7 @@ class BatchLock:
     path: Path
     handle: Any = None
 
-    def __enter__(self) -> "BatchLock":
+    def __enter__(self) -> BatchLock:
         self.handle = open(self.path, "w")
         try:
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -94,7 +95,7 @@ def run_batch(batch: BatchOptions) -> int:
     """`grader batch`: grade every entry of batch.submissions into batch.out. Returns the exit code."""
     # in a log (no terminal) Rich would wrap the class's table at 80 columns, a word a line
     console = Console() if sys.stdout.isatty() else Console(width=200)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
     assignment = load_assignment(batch.spec, hidden=False if batch.public_only else None)
     out = batch.out
     out.mkdir(parents=True, exist_ok=True)
@@ -116,7 +117,9 @@ def run_batch(batch: BatchOptions) -> int:
     else:
         device = resolve_device(asked)
     options = dataclasses.replace(batch.grading, device=device)
-    ctx = Context(assignment, problems, options, batch.spec, batch.public_only, device, batch.wall_limit(problems), options.hide)
+    ctx = Context(
+        assignment, problems, options, batch.spec, batch.public_only, device, batch.wall_limit(problems), options.hide
+    )
 
     warnings: list[str] = []
     if options.secret == DEFAULT_SECRET:
@@ -143,15 +146,27 @@ def run_batch(batch: BatchOptions) -> int:
 
         def book(final: bool = False, interrupted: bool = False) -> list[dict[str, Any]]:
             rows = [gradebook.row(s, results[s], names, slot_of.get(s)) for s in order]
-            extra = {"finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "interrupted": interrupted} if final else {"running": True}
+            extra = (
+                {"finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "interrupted": interrupted}
+                if final
+                else {"running": True}
+            )
             gradebook.write(out, rows, names, {**meta, **extra})
             return rows
 
         interrupted = False
         try:
-            with _TermAsInterrupt(), Progress(
-                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-            ) as progress:
+            with (
+                _TermAsInterrupt(),
+                Progress(
+                    SpinnerColumn(),
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=console,
+                ) as progress,
+            ):
                 bar = progress.add_task("preparing", total=len(entries))
                 todo: list[Task] = []
                 for entry in entries:
@@ -159,8 +174,14 @@ def run_batch(batch: BatchOptions) -> int:
                     task = prepare(entry, out, modules)
                     if task.out.exists():
                         remove_partial_files(task.out)
-                    old = None if batch.regrade else previous(task.out, task.sha, assignment, names, device == "cpu", batch.retry_errors)
-                    old = spec_changes.settle(entry.student, old, task.out, commit_result)  # re-scored, or None: graded again
+                    old = (
+                        None
+                        if batch.regrade
+                        else previous(task.out, task.sha, assignment, names, device == "cpu", batch.retry_errors)
+                    )
+                    old = spec_changes.settle(
+                        entry.student, old, task.out, commit_result
+                    )  # re-scored, or None: graded again
                     if old is not None:
                         results[entry.student] = old
                         progress.advance(bar)
@@ -185,7 +206,12 @@ def run_batch(batch: BatchOptions) -> int:
                         book()
                         if not console.is_terminal:  # a log: the live bar draws nothing there
                             finished += 1
-                            console.print(progress_line(finished, len(entries), task.student, result), markup=False, highlight=False, soft_wrap=True)
+                            console.print(
+                                progress_line(finished, len(entries), task.student, result),
+                                markup=False,
+                                highlight=False,
+                                soft_wrap=True,
+                            )
                 finally:
                     graded.close()  # on Ctrl-C: stops the runner and its containers first
         except KeyboardInterrupt:
@@ -196,7 +222,10 @@ def run_batch(batch: BatchOptions) -> int:
             shutil.rmtree(out / WORK, ignore_errors=True)
             if interrupted:
                 done = sum(r["status"] != "missing" for r in rows)
-                console.print(f"[yellow]interrupted:[/yellow] {done} of {len(rows)} students have results; run the same command again to grade the rest")
+                console.print(
+                    f"[yellow]interrupted:[/yellow] {done} of {len(rows)} students have results; run the same "
+                    f"command again to grade the rest"
+                )
 
     console.print(batch_table(rows, names))
     for line in spec_changes.lines():
@@ -205,12 +234,16 @@ def run_batch(batch: BatchOptions) -> int:
         console.print(f"[bold red]warning:[/bold red] {text}")
     errors = sum(r["status"] == "error" for r in rows)
     if errors:
-        console.print(f"[red]{errors} student(s) could not be graded:[/red] see the error column of {out / 'gradebook.csv'}")
+        console.print(
+            f"[red]{errors} student(s) could not be graded:[/red] see the error column of {out / 'gradebook.csv'}"
+        )
     console.print(f"wrote {out / 'gradebook.csv'}, {out / 'summary.json'} and a folder per student in {out}")
     return 0
 
 
-def _grade_all(todo: list[Task], runner: Runner, ctx: Context, progress: Progress, bar: Any) -> Iterator[tuple[Task, Result, str | None]]:
+def _grade_all(
+    todo: list[Task], runner: Runner, ctx: Context, progress: Progress, bar: Any
+) -> Iterator[tuple[Task, Result, str | None]]:
     """Grade the tasks with the runner's slots; yields (task, committed result, slot) as each ends."""
     if hasattr(runner, "start"):
         runner.start(todo)  # a backend that takes the whole class at once (a Slurm job array)

@@ -27,21 +27,36 @@ def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[
     gpus = parse_gpus(options.gpus)
     jobs = options.jobs
     if options.docker is not None:
-        from grader.containers import ContainerLimits, content_hash, docker_client, image_tag, inspect_image, remove_stale
+        from grader.containers import (
+            ContainerLimits,
+            content_hash,
+            docker_client,
+            image_tag,
+            inspect_image,
+            remove_stale,
+        )
 
         client = docker_client()
         tag = options.docker.image or image_tag(ctx.assignment.assignment.version, cpu=not gpus)
         info = inspect_image(client, tag)
         if info.version and info.version != ctx.assignment.assignment.version:
-            raise BatchError(f"the image {tag} grades assignment version {info.version}, but the spec is version {ctx.assignment.assignment.version}: rebuild it with `grader image build`")
+            raise BatchError(
+                f"the image {tag} grades assignment version {info.version}, but the spec is version "
+                f"{ctx.assignment.assignment.version}: rebuild it with `grader image build`"
+            )
         meta: dict[str, Any] = {"mode": "docker", "image": tag, "gpus": gpus}
         if info.content and info.content != content_hash():
-            note = f"the image {tag} was built from other grader/assignment/reference files than this checkout: rebuild it with `grader image build` if that is not intended"
+            note = (
+                f"the image {tag} was built from other grader/assignment/reference files than this checkout: "
+                f"rebuild it with `grader image build` if that is not intended"
+            )
             console.print(f"[yellow]warning:[/yellow] {note}")
             meta["image_warning"] = note
         slots: list[str | None] = list(gpus) if gpus else [None] * jobs
         cpus = options.docker.cpus or max(1.0, (os.cpu_count() or 2) / len(slots))
-        limits = ContainerLimits(memory=options.docker.memory, pids=options.docker.pids, cpus=float(cpus), wall_s=ctx.wall_s)
+        limits = ContainerLimits(
+            memory=options.docker.memory, pids=options.docker.pids, cpus=float(cpus), wall_s=ctx.wall_s
+        )
         label = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
         stale = remove_stale(client, label)
         if stale:

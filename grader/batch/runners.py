@@ -62,7 +62,12 @@ class InProcessRunner:
         try:
             result = grade(self.ctx.assignment, task.folder, options)
         except Exception as exc:  # grade() should not raise for a submission: keep the batch going
-            return self.ctx.error(task, f"{INFRA}the grader failed on this submission: {type(exc).__name__}: {exc}", "process", time.monotonic() - started)
+            return self.ctx.error(
+                task,
+                f"{INFRA}the grader failed on this submission: {type(exc).__name__}: {exc}",
+                "process",
+                time.monotonic() - started,
+            )
         result.submission.path = str(task.entry.source)
         result.submission.student = task.student
         return result
@@ -91,7 +96,17 @@ class SubprocessRunner:
         out.mkdir(parents=True)
         log = task.work / "grader.log"
         spec = Path(self.ctx.spec).resolve()
-        argv = [sys.executable, "-m", "grader.cli", "grade", str(task.folder.resolve()), "--out", str(out.resolve()), "--spec", str(spec)]
+        argv = [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade",
+            str(task.folder.resolve()),
+            "--out",
+            str(out.resolve()),
+            "--spec",
+            str(spec),
+        ]
         argv += self.ctx.grade_args() + ["--worker-user", self.ctx.options.worker_user]
         env = {k: v for k, v in os.environ.items() if k not in ("GRADER_SECRET", "GRADER_HIDE")}
         env["GRADER_SECRET"] = self.ctx.options.secret  # the environment, never argv
@@ -102,7 +117,15 @@ class SubprocessRunner:
         if slot is not None:
             env["CUDA_VISIBLE_DEVICES"] = slot
         with open(log, "wb") as handle:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT), start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(ROOT),
+                start_new_session=True,
+            )
         with self._lock:
             self._live.add(proc)
         try:
@@ -110,7 +133,13 @@ class SubprocessRunner:
                 code = proc.wait(timeout=self.ctx.wall_s)
             except subprocess.TimeoutExpired:
                 _killpg(proc)
-                return self.ctx.error(task, f"grading ran past its wall-clock limit of {self.ctx.wall_s:g} s and was stopped", "process", time.monotonic() - started, gpu=slot)
+                return self.ctx.error(
+                    task,
+                    f"grading ran past its wall-clock limit of {self.ctx.wall_s:g} s and was stopped",
+                    "process",
+                    time.monotonic() - started,
+                    gpu=slot,
+                )
         finally:
             with self._lock:
                 self._live.discard(proc)
@@ -118,11 +147,23 @@ class SubprocessRunner:
             raise Cancelled()
         text = log.read_text(errors="replace") if log.exists() else ""
         if code != 0:
-            return self.ctx.error(task, f"{INFRA}`grader grade` exited with code {code}:\n{tail_lines(text)}", "process", time.monotonic() - started, gpu=slot)
+            return self.ctx.error(
+                task,
+                f"{INFRA}`grader grade` exited with code {code}:\n{tail_lines(text)}",
+                "process",
+                time.monotonic() - started,
+                gpu=slot,
+            )
         try:
             return collect_result(out, task, self.ctx.assignment)
         except BadResult as exc:
-            return self.ctx.error(task, f"{INFRA}`grader grade` left no usable result: {exc}", "process", time.monotonic() - started, gpu=slot)
+            return self.ctx.error(
+                task,
+                f"{INFRA}`grader grade` left no usable result: {exc}",
+                "process",
+                time.monotonic() - started,
+                gpu=slot,
+            )
 
     def stop(self) -> None:
         self.stopping.set()
@@ -149,7 +190,9 @@ class DockerRunner:
     parallel = True
     entrypoint: list[str] | None = None  # None: the image's grader; tests swap in fakes (crash, garbage)
 
-    def __init__(self, ctx: Context, slots: list[str | None], client: Any, image: str, limits: Any, batch_label: str) -> None:
+    def __init__(
+        self, ctx: Context, slots: list[str | None], client: Any, image: str, limits: Any, batch_label: str
+    ) -> None:
         from grader.containers import ContainerRunner
 
         self.ctx = ctx
@@ -186,19 +229,45 @@ class DockerRunner:
         except Exception as exc:  # docker.errors.*, requests: the engine, not the student
             if self.runner.stopping.is_set():
                 raise Cancelled() from None
-            return self.ctx.error(task, f"{INFRA}docker: {type(exc).__name__}: {exc}", "docker", time.monotonic() - started, gpu=slot)
+            return self.ctx.error(
+                task, f"{INFRA}docker: {type(exc).__name__}: {exc}", "docker", time.monotonic() - started, gpu=slot
+            )
         elapsed = time.monotonic() - started
         logs = tail_lines(outcome.logs)
         if outcome.timed_out:
-            return self.ctx.error(task, f"the container ran past its wall-clock limit of {self.ctx.wall_s:g} s and was killed", "docker", elapsed, gpu=slot)
+            return self.ctx.error(
+                task,
+                f"the container ran past its wall-clock limit of {self.ctx.wall_s:g} s and was killed",
+                "docker",
+                elapsed,
+                gpu=slot,
+            )
         if outcome.oom_killed:
-            return self.ctx.error(task, f"the container ran out of memory (limit {self.runner.limits.memory}) and was killed", "docker", elapsed, gpu=slot)
+            return self.ctx.error(
+                task,
+                f"the container ran out of memory (limit {self.runner.limits.memory}) and was killed",
+                "docker",
+                elapsed,
+                gpu=slot,
+            )
         if outcome.exit_code != 0:
-            return self.ctx.error(task, f"the grading container exited with code {outcome.exit_code}:\n{logs}", "docker", elapsed, gpu=slot)
+            return self.ctx.error(
+                task,
+                f"the grading container exited with code {outcome.exit_code}:\n{logs}",
+                "docker",
+                elapsed,
+                gpu=slot,
+            )
         try:
             return collect_result(out, task, self.ctx.assignment)
         except BadResult as exc:
-            return self.ctx.error(task, f"the grading container produced no usable result: {exc}\n{logs}".strip(), "docker", elapsed, gpu=slot)
+            return self.ctx.error(
+                task,
+                f"the grading container produced no usable result: {exc}\n{logs}".strip(),
+                "docker",
+                elapsed,
+                gpu=slot,
+            )
 
     def stop(self) -> None:
         self.runner.kill_all()

@@ -16,6 +16,8 @@ from grader import archives
 from grader.batch.discovery import WORK, Entry
 from grader.orchestrator import submission_hash
 
+DEFAULT_LIMITS = archives.Limits()
+
 SKIPPED_FOLDERS = {".git", "__pycache__", ".ipynb_checkpoints"}  # never graded, not counted
 
 
@@ -51,7 +53,9 @@ def check_folder(folder: Path, limits: archives.Limits) -> None:
         for name in dirnames + filenames:
             path = Path(dirpath) / name
             if path.is_symlink():
-                raise archives.ArchiveError(f"{path.relative_to(folder)} is a symbolic link (links are not allowed in a submission)")
+                raise archives.ArchiveError(
+                    f"{path.relative_to(folder)} is a symbolic link (links are not allowed in a submission)"
+                )
         for name in filenames:
             path = Path(dirpath) / name
             if not path.is_file():
@@ -62,13 +66,17 @@ def check_folder(folder: Path, limits: archives.Limits) -> None:
             raise archives.ArchiveError(f"more than {limits.max_files} files or {limits.max_total_bytes} bytes")
 
 
-def prepare(entry: Entry, out: Path, modules: list[str], limits: archives.Limits = archives.Limits()) -> Task:
+def prepare(entry: Entry, out: Path, modules: list[str], limits: archives.Limits = DEFAULT_LIMITS) -> Task:
     """Unpack (archives) and locate the submission, and hash its content."""
     task = Task(entry, out / entry.student, out / WORK / entry.student)
     source = entry.source
     if entry.kind == "invalid":
         task.error = entry.error
-        task.sha = _file_sha(source) if source.is_file() and not source.is_symlink() else hashlib.sha256(str(source).encode()).hexdigest()
+        task.sha = (
+            _file_sha(source)
+            if source.is_file() and not source.is_symlink()
+            else hashlib.sha256(str(source).encode()).hexdigest()
+        )
         return task
     try:
         if entry.kind == "archive":

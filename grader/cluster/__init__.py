@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend",
         choices=BACKENDS,
         default="local",
-        help="local: this machine (default); ray: a Ray cluster (--ray-address); slurm: a Slurm job array through submitit",
+        help="local: this machine (default); ray: a Ray cluster (--ray-address); slurm: a Slurm job array "
+        "through submitit",
     )
     ray_backend.add_arguments(parser)
     slurm_backend.add_arguments(parser)
@@ -41,7 +42,10 @@ def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[
 
     if options.gpus or options.jobs > 1:
         how = "--ray-resources" if options.backend == "ray" else "--slurm-gpus-per-task"
-        raise BatchError(f"--backend {options.backend} places each grading itself: drop --gpus and --jobs (what one grading gets: {how})")
+        raise BatchError(
+            f"--backend {options.backend} places each grading itself: drop --gpus and --jobs (what one grading "
+            f"gets: {how})"
+        )
     if options.backend == "ray":
         from grader.cluster.ray_backend import make_runner as make_ray
 

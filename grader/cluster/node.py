@@ -3,8 +3,9 @@
 The driver turns its batch context into a `Recipe` (plain data, picklable, none of the driver's
 paths); the node loads its own copy of the spec, checks that it is the driver's (same version,
 same hidden cases), rebuilds the batch context and runs grader.batch's subprocess, Docker or (in a
-process of its own per student) in-process runner on the student's files. So a node grades exactly as `grader batch --jobs N` or `--docker` would on
-one machine: `grader grade` in a child process with its sandbox, or the grading container.
+process of its own per student) in-process runner on the student's files. So a node grades
+exactly as `grader batch --jobs N` or `--docker` would on one machine: `grader grade` in a child
+process with its sandbox, or the grading container.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def node_context(recipe: Recipe, hide: list[Path]) -> Context:
     assignment = load_assignment(spec, hidden=False if recipe.public_only else None)
     if spec_digest(assignment) != recipe.spec_digest:
         raise NodeError(
-            f"node {host} grades another spec than the driver ({assignment.assignment.name} {assignment.assignment.version} at {spec}, "
+            f"node {host} grades another spec than the driver ({assignment.assignment.name} "
+            f"{assignment.assignment.version} at {spec}, "
             "or other hidden cases): put the same checkout and hidden_cases.toml on every node"
         )
     options = GradeOptions(
@@ -120,10 +122,29 @@ def node_context(recipe: Recipe, hide: list[Path]) -> Context:
         parallel=recipe.parallel,
         kernel_cache=None if recipe.no_kernel_cache else kernel_cache.default_root(),
     )
-    return Context(assignment, selected_problems(assignment, recipe.problems), options, spec, recipe.public_only, recipe.device, recipe.wall_s, hide)
+    return Context(
+        assignment,
+        selected_problems(assignment, recipe.problems),
+        options,
+        spec,
+        recipe.public_only,
+        recipe.device,
+        recipe.wall_s,
+        hide,
+    )
 
 
-def grade_folder(recipe: Recipe, student: str, source: str, sha: str, folder: Path, work: Path, gpu: str | None, hide: list[Path], in_process: bool = False) -> Result:
+def grade_folder(
+    recipe: Recipe,
+    student: str,
+    source: str,
+    sha: str,
+    folder: Path,
+    work: Path,
+    gpu: str | None,
+    hide: list[Path],
+    in_process: bool = False,
+) -> Result:
     """Grade `folder` here with the local runner the recipe names; raw output goes to work/out.
 
     `hide`: what the student's worker must not see on this node (other students' files).
@@ -149,7 +170,10 @@ def _docker_runner(ctx: Context, plan: DockerPlan, gpu: str | None) -> DockerRun
     client = docker_client()
     info = inspect_image(client, plan.image)
     if info.version and info.version != ctx.assignment.assignment.version:
-        raise NodeError(f"node {socket.gethostname()}: the image {plan.image} grades version {info.version}, not {ctx.assignment.assignment.version}: rebuild it there")
+        raise NodeError(
+            f"node {socket.gethostname()}: the image {plan.image} grades version {info.version}, not "
+            f"{ctx.assignment.assignment.version}: rebuild it there"
+        )
     gpus = len([d for d in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", d)]) if os.path.isdir("/dev") else 0
     cpus = plan.cpus or max(1.0, float(os.cpu_count() or 2) / max(1, gpus))  # the node's cores shared out over its GPUs
     limits = ContainerLimits(memory=plan.memory, pids=plan.pids, cpus=cpus, wall_s=ctx.wall_s)

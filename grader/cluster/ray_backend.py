@@ -45,12 +45,17 @@ IN_FLIGHT = 256  # tasks handed to Ray at once; Ray queues them until a node has
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("ray backend (--backend ray)")
-    group.add_argument("--ray-address", default=None, help="the cluster's head, e.g. 10.0.0.1:6379 (default: start a Ray instance on this machine for the batch)")
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        help="the cluster's head, e.g. 10.0.0.1:6379 (default: start a Ray instance on this machine for the batch)",
+    )
     group.add_argument(
         "--ray-resources",
         type=_resources,
         default=None,
-        help='what one grading asks Ray for, as JSON: default {"CPU": 1, "GPU": 1} with --device cuda, {"CPU": 1} otherwise; custom resources too, e.g. {"CPU": 1, "grader_slot": 1}',
+        help='what one grading asks Ray for, as JSON: default {"CPU": 1, "GPU": 1} with --device cuda, {"CPU": '
+        '1} otherwise; custom resources too, e.g. {"CPU": 1, "grader_slot": 1}',
     )
 
 
@@ -58,9 +63,15 @@ def _resources(text: str) -> dict[str, float]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"--ray-resources: not JSON ({exc}); expected e.g. '{{\"CPU\": 1, \"GPU\": 1}}'") from None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, (int, float)) and v >= 0 for k, v in value.items()):
-        raise argparse.ArgumentTypeError('--ray-resources: expected an object of resource names to amounts >= 0, e.g. \'{"CPU": 1, "GPU": 1}\'')
+        raise argparse.ArgumentTypeError(
+            f'--ray-resources: not JSON ({exc}); expected e.g. \'{{"CPU": 1, "GPU": 1}}\''
+        ) from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, (int, float)) and v >= 0 for k, v in value.items()
+    ):
+        raise argparse.ArgumentTypeError(
+            '--ray-resources: expected an object of resource names to amounts >= 0, e.g. \'{"CPU": 1, "GPU": 1}\''
+        )
     return {k: float(v) for k, v in value.items()}
 
 
@@ -76,7 +87,9 @@ def task_options(device: str, given: dict[str, float] | None) -> dict[str, Any]:
 # -- on the node ---------------------------------------------------------------------------------
 
 
-def grade_on_node(recipe: node.Recipe, student: str, source: str, sha: str, modules: list[str], archive: bytes) -> dict[str, Any]:
+def grade_on_node(
+    recipe: node.Recipe, student: str, source: str, sha: str, modules: list[str], archive: bytes
+) -> dict[str, Any]:
     """The Ray task: unpack, grade with the local runner, return the record and its files' bytes."""
     import ray
 
@@ -90,7 +103,14 @@ def grade_on_node(recipe: node.Recipe, student: str, source: str, sha: str, modu
         work = scratch / "work"
         result = node.grade_folder(recipe, student, source, sha, folder, work, gpu, hide=[scratch])
         files = node.read_outputs(work / "out") if result.status == "graded" else {}
-        return {"result": result.model_dump_json(), "files": files, "node": here, "gpu": gpu, "started": started, "ended": time.time()}
+        return {
+            "result": result.model_dump_json(),
+            "files": files,
+            "node": here,
+            "gpu": gpu,
+            "started": started,
+            "ended": time.time(),
+        }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -124,7 +144,9 @@ class RayRunner:
         if self.stopping.is_set():
             raise Cancelled()
         started, sent = time.monotonic(), time.time()
-        ref = self.remote.remote(self.recipe, task.student, str(task.entry.source), task.sha, self.modules, node.pack(task.folder))
+        ref = self.remote.remote(
+            self.recipe, task.student, str(task.entry.source), task.sha, self.modules, node.pack(task.folder)
+        )
         with self._lock:
             self._live[task.student] = ref
         try:
@@ -133,12 +155,23 @@ class RayRunner:
             if self.stopping.is_set() or isinstance(exc, TaskCancelledError):
                 raise Cancelled() from None
             cause = getattr(exc, "cause", None) if isinstance(exc, RayTaskError) else None
-            reason = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+            reason = (
+                f"{type(cause).__name__}: {cause}"
+                if cause is not None
+                else f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+            )
             return self.ctx.error(task, f"{INFRA}ray: {reason}", "none", time.monotonic() - started)
         finally:
             with self._lock:
                 self._live.pop(task.student, None)
-        line = {"student": task.student, "node": reply["node"], "sent": sent, "started": reply["started"], "ended": reply["ended"], "received": time.time()}
+        line = {
+            "student": task.student,
+            "node": reply["node"],
+            "sent": sent,
+            "started": reply["started"],
+            "ended": reply["ended"],
+            "received": time.time(),
+        }
         with self._lock, open(self.log, "a") as handle:
             handle.write(json.dumps(line) + "\n")
         return self.receive(task, reply, time.monotonic() - started)
@@ -154,7 +187,9 @@ class RayRunner:
             try:
                 result = collect_result(out, task, self.ctx.assignment)
             except BadResult as exc:
-                return self.ctx.error(task, f"{INFRA}node {reply['node']} sent back no usable result: {exc}", "none", elapsed)
+                return self.ctx.error(
+                    task, f"{INFRA}node {reply['node']} sent back no usable result: {exc}", "none", elapsed
+                )
         result.submission.path = str(task.entry.source)
         result.submission.student = task.student
         return node.where(result, reply["node"], reply["gpu"])
@@ -184,7 +219,9 @@ def connect(address: str | None) -> dict[str, Any]:
             else:
                 ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise BatchError(f"cannot reach the Ray cluster at {address}: {exc}" if address else f"cannot start Ray here: {exc}") from None
+            raise BatchError(
+                f"cannot reach the Ray cluster at {address}: {exc}" if address else f"cannot start Ray here: {exc}"
+            ) from None
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     return {"nodes": len(nodes), "resources": ray.cluster_resources()}
 
@@ -193,7 +230,10 @@ def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[Ra
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise BatchError("--backend ray needs Ray on this machine and on every node: pip install 'triton-kernels-assignment[cluster]'") from None
+        raise BatchError(
+            "--backend ray needs Ray on this machine and on every node: pip install "
+            "'triton-kernels-assignment[cluster]'"
+        ) from None
     out = batch.out
     plan = None
     if batch.docker is not None:
@@ -207,15 +247,31 @@ def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[Ra
     cluster = connect(batch.ray.address)
     connect_s = round(time.monotonic() - connecting, 1)
     wanted = {"CPU": options["num_cpus"], "GPU": options["num_gpus"], **options.get("resources", {})}
-    short = [f"{k} (a grading asks for {v:g}, the cluster has {cluster['resources'].get(k, 0):g})" for k, v in wanted.items() if v > cluster["resources"].get(k, 0)]
+    short = [
+        f"{k} (a grading asks for {v:g}, the cluster has {cluster['resources'].get(k, 0):g})"
+        for k, v in wanted.items()
+        if v > cluster["resources"].get(k, 0)
+    ]
     if short:
-        raise BatchError(f"no node of the Ray cluster can run a grading: too little {', '.join(short)}; see --ray-resources")
+        raise BatchError(
+            f"no node of the Ray cluster can run a grading: too little {', '.join(short)}; see --ray-resources"
+        )
     offered = ", ".join(f"{k} {v:g}" for k, v in sorted(cluster["resources"].items()) if k in wanted)
-    console.print(f"ray: {cluster['nodes']} node(s), {offered} ({'joined' if batch.ray.address else 'started'} in {connect_s:g} s)")
+    console.print(
+        f"ray: {cluster['nodes']} node(s), {offered} ({'joined' if batch.ray.address else 'started'} in "
+        f"{connect_s:g} s)"
+    )
     log = out / ".ray" / "tasks.jsonl"
     log.parent.mkdir(exist_ok=True)
     runner = RayRunner(ctx, node.recipe_for(ctx, plan), options, log)
-    meta = {"mode": "ray" + (" docker" if plan else ""), "ray_address": batch.ray.address or "local", "nodes": cluster["nodes"], "request": wanted, "connect_s": connect_s, "gpus": []}
+    meta = {
+        "mode": "ray" + (" docker" if plan else ""),
+        "ray_address": batch.ray.address or "local",
+        "nodes": cluster["nodes"],
+        "request": wanted,
+        "connect_s": connect_s,
+        "gpus": [],
+    }
     if plan:
         meta["image"] = plan.image
     return runner, meta

@@ -3,10 +3,10 @@
 Slurm clusters share a filesystem between the login node and the compute nodes, so nothing
 travels but paths: element i grades student i's folder (the submissions folder, or the archive
 unpacked under OUT/.work/) as `grader grade` does, in the element's own process with the grader's
-sandbox for the student's code (Docker is rarely allowed there), and commits result.json, report.html and gradescope/ into OUT/<student>/
-itself, so a driver that dies (a closed ssh session on the login node) loses nothing: the next
-run finds the results by content hash. The driver waits for each element and commits what it
-returns, as it does a local run's.
+sandbox for the student's code (Docker is rarely allowed there), and commits result.json,
+report.html and gradescope/ into OUT/<student>/ itself, so a driver that dies (a closed ssh
+session on the login node) loses nothing: the next run finds the results by content hash. The
+driver waits for each element and commits what it returns, as it does a local run's.
 
 Failures: elements ask Slurm to requeue them when their node fails (--requeue), and submitit
 requeues one that Slurm stops at its time limit or preempts (the element is checkpointable: it
@@ -54,12 +54,38 @@ TEARDOWN_S = 3.0  # how long an element whose grading died waits for Slurm's SIG
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("slurm backend (--backend slurm)")
-    group.add_argument("--slurm-partition", default=None, help="partition for the job array (default: the cluster's default)")
-    group.add_argument("--slurm-gpus-per-task", type=int, default=None, help="GPUs per array element (default: 1 with --device cuda, none otherwise)")
-    group.add_argument("--slurm-cpus-per-task", type=int, default=None, help="CPUs per array element (default: Slurm's)")
-    group.add_argument("--slurm-time", type=int, default=None, help="time limit per element in minutes (default: the problems' limits plus start-up)")
-    group.add_argument("--slurm-option", action="append", default=[], metavar="KEY=VALUE", help="any other sbatch option, repeatable: --slurm-option account=cs336 --slurm-option qos=normal")
-    group.add_argument("--slurm-setup", action="append", default=[], metavar="COMMAND", help="a shell line run before each element, repeatable (e.g. 'module load cuda')")
+    group.add_argument(
+        "--slurm-partition", default=None, help="partition for the job array (default: the cluster's default)"
+    )
+    group.add_argument(
+        "--slurm-gpus-per-task",
+        type=int,
+        default=None,
+        help="GPUs per array element (default: 1 with --device cuda, none otherwise)",
+    )
+    group.add_argument(
+        "--slurm-cpus-per-task", type=int, default=None, help="CPUs per array element (default: Slurm's)"
+    )
+    group.add_argument(
+        "--slurm-time",
+        type=int,
+        default=None,
+        help="time limit per element in minutes (default: the problems' limits plus start-up)",
+    )
+    group.add_argument(
+        "--slurm-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other sbatch option, repeatable: --slurm-option account=cs336 --slurm-option qos=normal",
+    )
+    group.add_argument(
+        "--slurm-setup",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="a shell line run before each element, repeatable (e.g. 'module load cuda')",
+    )
 
 
 def sbatch_options(pairs: list[str]) -> dict[str, Any]:
@@ -85,7 +111,17 @@ def time_limit_min(ctx: Context, given: int | None) -> int:
 class Element:
     """One array element; submitit calls it on the node and pickles back the Result it returns."""
 
-    def __call__(self, recipe: node.Recipe, student: str, source: str, sha: str, folder: str, work: str, committed: str, hide: list[str]) -> Result:
+    def __call__(
+        self,
+        recipe: node.Recipe,
+        student: str,
+        source: str,
+        sha: str,
+        folder: str,
+        work: str,
+        committed: str,
+        hide: list[str],
+    ) -> Result:
         here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
         gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or None) if recipe.device == "cuda" else None
         # Slurm ends a job (requeue after a node failure, scancel, its time limit) by sending
@@ -94,7 +130,9 @@ class Element:
         ending = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: ending.set())
         # this process exists for this one student and has imported torch already: grade here
-        result = node.grade_folder(recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide], in_process=True)
+        result = node.grade_folder(
+            recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide], in_process=True
+        )
         if result.error.startswith(INFRA):
             ending.wait(TEARDOWN_S)  # the signal may land a moment after the grading's death
         if ending.is_set():
@@ -119,8 +157,17 @@ class SlurmRunner:
 
     parallel = True
 
-    def __init__(self, ctx: Context, recipe: node.Recipe, executor: Any, folder: Path, hide: list[Path], name: str) -> None:
-        self.ctx, self.recipe, self.executor, self.folder, self.hide, self.name = ctx, recipe, executor, folder, hide, name
+    def __init__(
+        self, ctx: Context, recipe: node.Recipe, executor: Any, folder: Path, hide: list[Path], name: str
+    ) -> None:
+        self.ctx, self.recipe, self.executor, self.folder, self.hide, self.name = (
+            ctx,
+            recipe,
+            executor,
+            folder,
+            hide,
+            name,
+        )
         self.slots: list[str | None] = [None]
         self.jobs: dict[str, Any] = {}
         self.queue = QueueWatch()
@@ -137,7 +184,16 @@ class SlurmRunner:
                 for task in todo:
                     assert task.folder is not None
                     task.work.mkdir(parents=True, exist_ok=True)
-                    args = (self.recipe, task.student, str(task.entry.source), task.sha, str(task.folder.resolve()), str(task.work.resolve()), str(task.out.resolve()), hide)
+                    args = (
+                        self.recipe,
+                        task.student,
+                        str(task.entry.source),
+                        task.sha,
+                        str(task.folder.resolve()),
+                        str(task.work.resolve()),
+                        str(task.out.resolve()),
+                        hide,
+                    )
                     self.jobs[task.student] = self.executor.submit(Element(), *args)
         except (OSError, subprocess.SubprocessError, RuntimeError) as exc:  # sbatch refused: nothing was queued
             raise BatchError(f"sbatch could not queue the job array: {str(exc).strip()[:600]}") from None
@@ -155,14 +211,21 @@ class SlurmRunner:
                 raise Cancelled()
             if self.queue.gone(job.job_id) and not _has_result(job):
                 log = tail_lines(job.stdout() or "")
-                reason = f"{INFRA}slurm job {job.job_id} left the queue without a result (log {job.paths.stdout})" + (f":\n{log}" if log else "")
+                reason = f"{INFRA}slurm job {job.job_id} left the queue without a result (log {job.paths.stdout})" + (
+                    f":\n{log}" if log else ""
+                )
                 return self.ctx.error(task, reason, "none", time.monotonic() - started)
         try:
             result: Result = job.result()
         except (UncompletedJobError, FailedJobError) as exc:
             if self.stopping.is_set():
                 raise Cancelled() from None
-            return self.ctx.error(task, f"{INFRA}slurm job {job.job_id} failed: {tail_lines(str(exc))}", "none", time.monotonic() - started)
+            return self.ctx.error(
+                task,
+                f"{INFRA}slurm job {job.job_id} failed: {tail_lines(str(exc))}",
+                "none",
+                time.monotonic() - started,
+            )
         result.submission.path = str(task.entry.source)
         result.submission.student = task.student
         return result
@@ -220,7 +283,11 @@ class QueueWatch:
             return
         try:
             listed = subprocess.run(
-                ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(self.arrays)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+                ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(self.arrays)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
             )
         except (OSError, subprocess.SubprocessError):
             return  # no answer is not an answer: nothing counts as gone
@@ -233,7 +300,14 @@ class QueueWatch:
 def cancel(job_ids: list[str], name: str) -> None:
     """scancel these jobs if they still carry this batch's job name (ids restart on a new cluster)."""
     if job_ids and shutil.which("scancel"):
-        subprocess.run(["scancel", f"--name={name}", *job_ids], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
+        subprocess.run(
+            ["scancel", f"--name={name}", *job_ids],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
 
 
 def cancel_stale(folder: Path, name: str) -> list[str]:
@@ -243,7 +317,13 @@ def cancel_stale(folder: Path, name: str) -> list[str]:
     except (OSError, ValueError, AttributeError):
         return []
     try:
-        listed = subprocess.run(["squeue", "-h", "-o", "%i", f"--name={name}", "-j", ",".join(ids)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        listed = subprocess.run(
+            ["squeue", "-h", "-o", "%i", f"--name={name}", "-j", ",".join(ids)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         known = listed.returncode == 0 or "Invalid job id" in listed.stderr  # long gone from Slurm's memory
         queued = sorted({i.split("_")[0] for i in listed.stdout.split()}) if known else ids
     except (OSError, subprocess.SubprocessError):
@@ -259,9 +339,14 @@ def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[Sl
     except ImportError:
         raise BatchError("--backend slurm needs submitit: pip install 'triton-kernels-assignment[cluster]'") from None
     if batch.docker is not None:
-        raise BatchError("--backend slurm grades without Docker (rarely allowed on Slurm): each element grades as `grader grade` does, with the grader's sandbox; drop --docker")
+        raise BatchError(
+            "--backend slurm grades without Docker (rarely allowed on Slurm): each element grades as `grader "
+            "grade` does, with the grader's sandbox; drop --docker"
+        )
     if shutil.which("sbatch") is None:
-        raise BatchError("--backend slurm: no sbatch on this machine's PATH (run the batch on the cluster's login node)")
+        raise BatchError(
+            "--backend slurm: no sbatch on this machine's PATH (run the batch on the cluster's login node)"
+        )
     out = batch.out
     slurm = batch.slurm
     folder = out / FOLDER
@@ -293,5 +378,11 @@ def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[Sl
     # ctx.hide holds the output folder (other students' unpacked archives and results) and the
     # submissions: on the filesystem every node shares, the same paths hide them there too
     runner = SlurmRunner(ctx, node.recipe_for(ctx), executor, folder, ctx.hide, name)
-    meta = {"mode": "slurm", "partition": slurm.partition or "default", "gpus_per_task": gpus, "time_min": params["time"], "gpus": []}
+    meta = {
+        "mode": "slurm",
+        "partition": slurm.partition or "default",
+        "gpus_per_task": gpus,
+        "time_min": params["time"],
+        "gpus": [],
+    }
     return runner, meta

@@ -19,7 +19,15 @@ from grader.leaderboard.command import add_parser, cmd_leaderboard
 from grader.leaderboard.data import FORMAT_VERSION, build_data
 from grader.leaderboard.inputs import Entry, LeaderboardError, Warn, find_result_files, load_entries, load_names
 from grader.leaderboard.names import SALT_ENV, display_names, pseudonym
-from grader.leaderboard.ranking import Selection, flag_reasons, overall_speedup, problem_speedup, rank_key, review_reasons, select
+from grader.leaderboard.ranking import (
+    Selection,
+    flag_reasons,
+    overall_speedup,
+    problem_speedup,
+    rank_key,
+    review_reasons,
+    select,
+)
 from grader.leaderboard.render import embed_json, render_html, write_site
 from grader.leaderboard.site import build_site
 from grader.leaderboard.staff import build_staff_data, staff_folder, write_staff

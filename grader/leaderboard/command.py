@@ -38,7 +38,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         return 2
     ranked = sum(row["kind"] == "student" for row in data["ranking"])
     staff = Path(args.staff_out) if args.staff_out else staff_folder(out)
-    console.print(f"wrote {escape(str(out / 'index.html'))} and leaderboard.json: {ranked} ranked, {data['flagged']} flagged, {data['not_graded']} without a graded submission")
+    console.print(
+        f"wrote {escape(str(out / 'index.html'))} and leaderboard.json: {ranked} ranked, {data['flagged']} "
+        f"flagged, {data['not_graded']} without a graded submission"
+    )
     console.print(f"wrote the staff page (names and reasons; do not publish) to {escape(str(staff / 'index.html'))}")
     return 0
 
@@ -52,15 +55,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "Each student's best graded submission is ranked by total score, then by the geometric-mean speedup "
         "against the staff reference; flagged submissions are listed apart and not ranked.",
     )
-    p.add_argument("results", nargs="+", help="batch output folders (searched recursively for result.json) or result.json files")
+    p.add_argument(
+        "results", nargs="+", help="batch output folders (searched recursively for result.json) or result.json files"
+    )
     p.add_argument("--out", required=True, help="folder for the site (index.html, leaderboard.json)")
     p.add_argument("--title", default=None, help="page title (default: '<assignment> leaderboard')")
-    p.add_argument("--names", default=None, help="display names: CSV 'student,display_name' or a JSON object; others get pseudonyms")
+    p.add_argument(
+        "--names",
+        default=None,
+        help="display names: CSV 'student,display_name' or a JSON object; others get pseudonyms",
+    )
     p.add_argument(
         "--salt",
         default=None,
-        help=f"key for the pseudonyms (default: ${SALT_ENV}, else the assignment name); keep it private so that aliases cannot be matched to a class roster",
+        help=f"key for the pseudonyms (default: ${SALT_ENV}, else the assignment name); keep it private so that "
+        f"aliases cannot be matched to a class roster",
     )
-    p.add_argument("--staff-out", default=None, help="folder for the staff page with names and flag reasons (default: OUT-staff beside the site; never publish it)")
+    p.add_argument(
+        "--staff-out",
+        default=None,
+        help="folder for the staff page with names and flag reasons (default: OUT-staff beside the site; never "
+        "publish it)",
+    )
     p.set_defaults(func=cmd_leaderboard)
     return p

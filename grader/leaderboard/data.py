@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from grader import flags
@@ -80,7 +80,9 @@ def _problem_table(spec: dict[str, Any], ranked: list[tuple[Entry, str]]) -> dic
                 if not shapes[s.name]["unit"]:
                     shapes[s.name]["unit"] = s.achieved_unit
                 cells[s.name] = {"ms": s.student_ms, "speedup": s.ratio, "achieved": s.achieved}
-                acc = marks.setdefault(gpu, {}).setdefault(s.name, {k: [] for k in ("ref_ms", "torch_ms", "torch_speedup", "ref_achieved", "torch_achieved")})
+                acc = marks.setdefault(gpu, {}).setdefault(
+                    s.name, {k: [] for k in ("ref_ms", "torch_ms", "torch_speedup", "ref_achieved", "torch_achieved")}
+                )
                 if s.reference_ms:
                     acc["ref_ms"].append(s.reference_ms)
                     if s.achieved and s.student_ms:
@@ -108,9 +110,13 @@ def _problem_table(spec: dict[str, Any], ranked: list[tuple[Entry, str]]) -> dic
     for row in students:
         cells = row.pop("cells")
         row["shapes"] = [cells.get(s) for s in order]
+
     # by speedup where measured, then (and without any measurement, only) by the problem's score
     def key(row: dict[str, Any]) -> tuple[float, float]:
-        return (round(row["speedup"], 4) if row["speedup"] is not None else -math.inf, round(row["score"], 4) if row["score"] is not None else -math.inf)
+        return (
+            round(row["speedup"], 4) if row["speedup"] is not None else -math.inf,
+            round(row["score"], 4) if row["score"] is not None else -math.inf,
+        )
 
     students.sort(key=lambda r: (tuple(-k for k in key(r)), r["name"]))
     graded = [r for r in students if r["score"] is not None]
@@ -129,13 +135,45 @@ def _problem_table(spec: dict[str, Any], ranked: list[tuple[Entry, str]]) -> dic
             acc = per_shape.get(s)
             ref_ms = _median(acc["ref_ms"]) if acc else None
             torch_ms = _median(acc["torch_ms"]) if acc else None
-            ref_cells.append({"ms": ref_ms, "speedup": 1.0, "achieved": _median(acc["ref_achieved"])} if ref_ms else None)
-            torch_cells.append({"ms": torch_ms, "speedup": _median(acc["torch_speedup"]), "achieved": _median(acc["torch_achieved"])} if torch_ms else None)
+            ref_cells.append(
+                {"ms": ref_ms, "speedup": 1.0, "achieved": _median(acc["ref_achieved"])} if ref_ms else None
+            )
+            torch_cells.append(
+                {"ms": torch_ms, "speedup": _median(acc["torch_speedup"]), "achieved": _median(acc["torch_achieved"])}
+                if torch_ms
+                else None
+            )
         torch_ratios = [c["speedup"] for c in torch_cells if c and c["speedup"]]
         if any(ref_cells):
-            marked.append({"kind": "reference", "rank": None, "name": "staff reference" + suffix, "score": None, "max_score": None, "speedup": 1.0, "performance": "measured", "note": "", "gpu": gpu, "shapes": ref_cells})
+            marked.append(
+                {
+                    "kind": "reference",
+                    "rank": None,
+                    "name": "staff reference" + suffix,
+                    "score": None,
+                    "max_score": None,
+                    "speedup": 1.0,
+                    "performance": "measured",
+                    "note": "",
+                    "gpu": gpu,
+                    "shapes": ref_cells,
+                }
+            )
         if torch_ratios:
-            marked.append({"kind": "pytorch", "rank": None, "name": "PyTorch" + suffix, "score": None, "max_score": None, "speedup": geomean(torch_ratios), "performance": "measured", "note": "", "gpu": gpu, "shapes": torch_cells})
+            marked.append(
+                {
+                    "kind": "pytorch",
+                    "rank": None,
+                    "name": "PyTorch" + suffix,
+                    "score": None,
+                    "max_score": None,
+                    "speedup": geomean(torch_ratios),
+                    "performance": "measured",
+                    "note": "",
+                    "gpu": gpu,
+                    "shapes": torch_cells,
+                }
+            )
     rows = measured + marked
     rows.sort(key=lambda r: -r["speedup"])
     rows += [r for r in students if r["speedup"] is None]
@@ -155,7 +193,9 @@ def build_data(
     """The whole site as one JSON-ready dictionary (the page renders from nothing else)."""
     chosen = selection.ranked + selection.flagged
     results = [e.result for e in chosen]
-    shown = display_names([e.student for e in chosen] + selection.failed, salt if salt is not None else assignment, names)
+    shown = display_names(
+        [e.student for e in chosen] + selection.failed, salt if salt is not None else assignment, names
+    )
     problems = _problem_order(results)
 
     ordered = sorted(selection.ranked, key=lambda e: (tuple(-k for k in rank_key(e.result)), shown[e.student]))
@@ -173,7 +213,11 @@ def build_data(
                 "max_score": r.max_score,
                 "speedup": overall_speedup(r),
                 "problems": [
-                    {"score": by_name[p["name"]].score, "max_score": by_name[p["name"]].max_score, "speedup": problem_speedup(by_name[p["name"]])}
+                    {
+                        "score": by_name[p["name"]].score,
+                        "max_score": by_name[p["name"]].max_score,
+                        "speedup": problem_speedup(by_name[p["name"]]),
+                    }
                     if p["name"] in by_name
                     else None
                     for p in problems
@@ -196,15 +240,39 @@ def build_data(
     several = len(ref_gpus) > 1
     for gpu in ref_gpus:
         suffix = f" ({gpu})" if several else ""
-        ranking.append({"kind": "reference", "rank": None, "name": "staff reference" + suffix, "score": None, "max_score": None, "speedup": 1.0, "problems": [None for _ in problems], "gpu": gpu, "graded_at": None})
+        ranking.append(
+            {
+                "kind": "reference",
+                "rank": None,
+                "name": "staff reference" + suffix,
+                "score": None,
+                "max_score": None,
+                "speedup": 1.0,
+                "problems": [None for _ in problems],
+                "gpu": gpu,
+                "graded_at": None,
+            }
+        )
         if torch_by_gpu.get(gpu):
-            ranking.append({"kind": "pytorch", "rank": None, "name": "PyTorch" + suffix, "score": None, "max_score": None, "speedup": geomean(torch_by_gpu[gpu]), "problems": [None for _ in problems], "gpu": gpu, "graded_at": None})
+            ranking.append(
+                {
+                    "kind": "pytorch",
+                    "rank": None,
+                    "name": "PyTorch" + suffix,
+                    "score": None,
+                    "max_score": None,
+                    "speedup": geomean(torch_by_gpu[gpu]),
+                    "problems": [None for _ in problems],
+                    "gpu": gpu,
+                    "graded_at": None,
+                }
+            )
 
     return {
         "format": FORMAT_VERSION,
         "title": title or f"{assignment} leaderboard",
         "assignment": {"name": assignment, "versions": versions},
-        "built_at": built_at.astimezone(timezone.utc).isoformat(timespec="seconds"),
+        "built_at": built_at.astimezone(UTC).isoformat(timespec="seconds"),
         "measured": any(row["speedup"] is not None for row in ranking if row["kind"] == "student"),
         "problems": problems,
         "ranking": ranking,

@@ -52,13 +52,19 @@ def load_entries(files: Iterable[Path], warn: Warn) -> list[Entry]:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ())) or "file"
-            warn(f"skipped {path}: not a valid result.json ({where}: {first.get('msg', 'invalid')}; {exc.error_count()} error(s))")
+            warn(
+                f"skipped {path}: not a valid result.json ({where}: {first.get('msg', 'invalid')}; "
+                f"{exc.error_count()} error(s))"
+            )
             continue
         except (OSError, UnicodeDecodeError) as exc:
             warn(f"skipped {path}: cannot read it ({exc})")
             continue
         if result.schema_version > SCHEMA_VERSION:
-            warn(f"{path}: result schema version {result.schema_version} is newer than this grader's ({SCHEMA_VERSION}); read as version {SCHEMA_VERSION}")
+            warn(
+                f"{path}: result schema version {result.schema_version} is newer than this grader's "
+                f"({SCHEMA_VERSION}); read as version {SCHEMA_VERSION}"
+            )
         student = result.submission.student or path.parent.name
         entries.append(Entry(path=path, result=result, student=student))
     return entries

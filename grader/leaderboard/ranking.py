@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from grader import flags
 from grader.leaderboard.inputs import Entry, Warn
@@ -54,7 +54,7 @@ def timestamp(text: str) -> float:
     except ValueError:
         return 0.0
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return when.timestamp()
 
 

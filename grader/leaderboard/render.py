@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def fmt_when(text: str | None) -> str:
     except ValueError:
         return text
     if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc)
+        when = when.astimezone(UTC)
     return when.strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -60,7 +60,14 @@ def templates() -> Environment:
 
 def render_html(data: dict[str, Any]) -> str:
     env = templates()
-    env.filters.update(pts=fmt_points, speedup=fmt_speedup, ms=fmt_ms, rate=fmt_rate, when=fmt_when, epoch=lambda t: f"{timestamp(t):.0f}" if t else "")
+    env.filters.update(
+        pts=fmt_points,
+        speedup=fmt_speedup,
+        ms=fmt_ms,
+        rate=fmt_rate,
+        when=fmt_when,
+        epoch=lambda t: f"{timestamp(t):.0f}" if t else "",
+    )
     return env.get_template(TEMPLATE).render(d=data, data_json=embed_json(data), chart_students=CHART_STUDENTS)
 
 

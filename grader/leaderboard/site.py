@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,8 @@ def _build_time() -> datetime:
     """Now, or SOURCE_DATE_EPOCH when set, so a rebuild of the same results is byte-identical."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if epoch and epoch.isdigit():
-        return datetime.fromtimestamp(int(epoch), tz=timezone.utc)
-    return datetime.now(timezone.utc)
+        return datetime.fromtimestamp(int(epoch), tz=UTC)
+    return datetime.now(UTC)
 
 
 def build_site(
@@ -41,18 +41,33 @@ def build_site(
         raise LeaderboardError(f"no result.json found under {', '.join(str(p) for p in paths)}")
     entries = load_entries(files, warn)
     if not entries:
-        raise LeaderboardError(f"no valid result.json among {len(files)} file(s) under {', '.join(str(p) for p in paths)}")
+        raise LeaderboardError(
+            f"no valid result.json among {len(files)} file(s) under {', '.join(str(p) for p in paths)}"
+        )
     assignments = sorted({e.result.assignment.name for e in entries})
     if len(assignments) > 1:
-        raise LeaderboardError(f"results from several assignments ({', '.join(assignments)}): build one leaderboard per assignment")
+        raise LeaderboardError(
+            f"results from several assignments ({', '.join(assignments)}): build one leaderboard per assignment"
+        )
     selection = select(entries, warn)
-    versions = sorted({e.result.assignment.version for e in selection.ranked + selection.flagged} or {e.result.assignment.version for e in entries})
+    versions = sorted(
+        {e.result.assignment.version for e in selection.ranked + selection.flagged}
+        or {e.result.assignment.version for e in entries}
+    )
     if len(versions) > 1:
         warn(f"results graded under several assignment versions: {', '.join(versions)}")
     unknown = sorted(set(names) - {e.student for e in entries})
     if unknown:
         warn(f"{names_file}: {len(unknown)} name(s) match no student in the results (e.g. {unknown[0]})")
-    data = build_data(selection, assignment=assignments[0], versions=versions, title=title, salt=salt, names=names, built_at=built_at or _build_time())
+    data = build_data(
+        selection,
+        assignment=assignments[0],
+        versions=versions,
+        title=title,
+        salt=salt,
+        names=names,
+        built_at=built_at or _build_time(),
+    )
     write_site(data, out)
     staff = staff_out or staff_folder(out)
     if staff.resolve() == out.resolve() or out.resolve() in staff.resolve().parents:

@@ -17,14 +17,20 @@ from grader.report import write_atomic
 STAFF_TEMPLATE = "leaderboard_staff.html.j2"
 
 
-def build_staff_data(selection: Selection, public: dict[str, Any], salt: str | None, names: dict[str, str]) -> dict[str, Any]:
+def build_staff_data(
+    selection: Selection, public: dict[str, Any], salt: str | None, names: dict[str, str]
+) -> dict[str, Any]:
     """The staff page: every student with something to look at, by id and shown name, with reasons.
 
     Never published: it names students next to the reasons (a failed kernel check, flagged timing,
     a speed to review, scan findings), which the public page keeps off.
     """
     chosen = selection.ranked + selection.flagged
-    shown = display_names([e.student for e in chosen] + selection.failed, salt if salt is not None else public["assignment"]["name"], names)
+    shown = display_names(
+        [e.student for e in chosen] + selection.failed,
+        salt if salt is not None else public["assignment"]["name"],
+        names,
+    )
     rows = []
     for entry in sorted(chosen, key=lambda e: e.student):
         found = flags.result_flags(entry.result)

@@ -30,7 +30,9 @@ def _discover() -> dict[str, ProblemKind]:
             continue
         kind = getattr(importlib.import_module(f"{__name__}.{found.name}"), "KIND", None)
         if not isinstance(kind, ProblemKind) or kind.name != found.name:
-            raise ImportError(f"grader/problems/{found.name}/__init__.py must set KIND to the ProblemKind named {found.name!r}")
+            raise ImportError(
+                f"grader/problems/{found.name}/__init__.py must set KIND to the ProblemKind named {found.name!r}"
+            )
         kinds[found.name] = kind
     return kinds
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -165,7 +166,9 @@ class ProblemKind:
         """The float64 definition applied to the inputs: what the outputs must match."""
         raise NotImplementedError
 
-    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
+    def call(
+        self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext
+    ) -> CallOutput:
         """Run the student's function on inputs already on the target device.
 
         `watch()` wraps the part of the call in which forbidden PyTorch ops are looked for.
@@ -179,7 +182,7 @@ class ProblemKind:
 
     def expected_dtype(self, output: str, case: Case) -> torch.dtype:
         want = self.output_dtypes.get(output, "input")
-        return TORCH_DTYPES[getattr(case, "dtype")] if want == "input" else TORCH_DTYPES[want]
+        return TORCH_DTYPES[case.dtype] if want == "input" else TORCH_DTYPES[want]
 
     # Performance: what is timed, against what, and the least work it must do.
     def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
@@ -221,12 +224,16 @@ class ProblemKind:
         """Which output elements a verified round checks: index tensors on the generator's device."""
         raise NotImplementedError
 
-    def take(self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def take(
+        self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         """The sampled elements of a timed call's outputs, labelled `output[part]` (exact tensors
         of the right shapes). Runs between timed rounds: GPU work only, no sync."""
         raise NotImplementedError
 
-    def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def expected_sample(
+        self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         """The float64 definition of the sampled elements, labelled as `take` labels them."""
         raise NotImplementedError
 
@@ -251,7 +258,9 @@ class OneTensorKind(ProblemKind):
     def expected(self, inputs: dict[str, Any], case: Case) -> dict[str, torch.Tensor]:
         return {"out": self.definition(inputs["x"].double())}
 
-    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
+    def call(
+        self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext
+    ) -> CallOutput:
         with watch():
             out = fn(inputs["x"])
         return CallOutput({"out": out})
@@ -274,19 +283,23 @@ class OneTensorKind(ProblemKind):
 
     def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
         """Whole rows (the last dimension; softmax needs them) and some of their columns."""
-        shape = list(getattr(case, "shape"))
+        shape = list(case.shape)
         rows, width = math.prod(shape[:-1]), shape[-1]
         cols = torch.arange(width, device=gen.device) if width <= SAMPLE_COLUMNS else pick(gen, width, SAMPLE_COLUMNS)
         return {"rows": pick(gen, rows, SAMPLE_ROWS), "cols": cols}
 
     def output_shape(self, output: str, case: Case) -> tuple[int, ...]:
-        return tuple(getattr(case, "shape"))
+        return tuple(case.shape)
 
-    def take(self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def take(
+        self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         out = outputs["out"]
         return {"out": out.reshape(-1, out.shape[-1])[plan["rows"]][:, plan["cols"]]}
 
-    def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def expected_sample(
+        self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         x = inputs["x"]
         rows = x.reshape(-1, x.shape[-1])[plan["rows"]].double()
         return {"out": self.definition(rows)[:, plan["cols"]]}

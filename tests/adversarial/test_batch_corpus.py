@@ -18,8 +18,9 @@ import shutil
 import tarfile
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -33,12 +34,12 @@ CORRECT_GELU = (ROOT / "examples" / "submissions" / "correct" / "gelu.py").read_
 BATCH: list[dict[str, Any]] = tomllib.loads((HERE / "corpus.toml").read_text())["batch"]
 SECRET = "SENTINEL-BATCH-SECRET"
 MODES = ["in-process", "subprocess", "docker"]
-READ_SECRET = '''
+READ_SECRET = """
 try:
     print("SECRET-FILE: GOT", open(@@SECRET_FILE@@).read(), flush=True)
 except OSError:
     print("SECRET-FILE: denied", flush=True)
-'''
+"""
 
 
 def _tar_gz(path: Path, files: dict[bytes, bytes]) -> None:
@@ -66,14 +67,22 @@ def _userns(subs: Path, secret_file: Path) -> None:
 
 def _secret_reader(subs: Path, secret_file: Path) -> None:
     (subs / "secret-reader").mkdir()
-    (subs / "secret-reader" / "gelu.py").write_bytes(READ_SECRET.replace("@@SECRET_FILE@@", repr(str(secret_file))).encode() + CORRECT_GELU)
+    (subs / "secret-reader" / "gelu.py").write_bytes(
+        READ_SECRET.replace("@@SECRET_FILE@@", repr(str(secret_file))).encode() + CORRECT_GELU
+    )
 
 
 BUILD: dict[str, Callable[[Path, Path], None]] = {
     "userns-cache-escape": _userns,
-    "surrogate-in-batch": lambda subs, _: shutil.copytree(HERE / "submissions" / "surrogate-message", subs / "surrogate"),
-    "non-utf8-member": lambda subs, _: _tar_gz(subs / "notes.tar.gz", {b"gelu.py": CORRECT_GELU, b"notes_\xff.txt": b"hi\n"}),
-    "latin1-archive-name": lambda subs, _: _tar_gz(Path(os.fsdecode(bytes(subs) + b"/Jos\xe9.tar.gz")), {b"gelu.py": CORRECT_GELU}),
+    "surrogate-in-batch": lambda subs, _: shutil.copytree(
+        HERE / "submissions" / "surrogate-message", subs / "surrogate"
+    ),
+    "non-utf8-member": lambda subs, _: _tar_gz(
+        subs / "notes.tar.gz", {b"gelu.py": CORRECT_GELU, b"notes_\xff.txt": b"hi\n"}
+    ),
+    "latin1-archive-name": lambda subs, _: _tar_gz(
+        Path(os.fsdecode(bytes(subs) + b"/Jos\xe9.tar.gz")), {b"gelu.py": CORRECT_GELU}
+    ),
     "directory-headers": lambda subs, _: _folder_headers(subs / "dirs.tar.gz", 600_000),
     "secret-file-batch": _secret_reader,
 }
@@ -86,14 +95,30 @@ def _image() -> None:
 
     try:
         client = containers.docker_client()
-        containers.build_image(load_assignment(hidden=False).assignment.version, cpu=True, log=lambda line: None, client=client)
+        containers.build_image(
+            load_assignment(hidden=False).assignment.version, cpu=True, log=lambda line: None, client=client
+        )
     except (containers.DockerUnavailable, RuntimeError) as exc:
-        pytest.skip(f"no CPU grading image ({exc}); scripts/setup-docker.sh prepares the engine, the base image and the wheels")
+        pytest.skip(
+            f"no CPU grading image ({exc}); scripts/setup-docker.sh prepares the engine, the base image and the wheels"
+        )
 
 
 def _batch(subs: Path, out: Path, secret_file: Path, mode: str) -> int:
     extra = {"in-process": [], "subprocess": ["--jobs", "2"], "docker": ["--docker", "--jobs", "2"]}[mode]
-    argv = ["batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu", "--secret-file", str(secret_file), *extra]
+    argv = [
+        "batch",
+        str(subs),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--problems",
+        "gelu",
+        "--secret-file",
+        str(secret_file),
+        *extra,
+    ]
     args = cli.build_parser().parse_args(argv)
     return batch.run_batch(options_from_args(args))
 
@@ -108,8 +133,12 @@ def _outside_tmp(request: pytest.FixtureRequest) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module", params=[pytest.param(m, marks=[pytest.mark.docker] if m == "docker" else []) for m in MODES])
-def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[str, Result]]:
+@pytest.fixture(
+    scope="module", params=[pytest.param(m, marks=[pytest.mark.docker] if m == "docker" else []) for m in MODES]
+)
+def graded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, Path, dict[str, Result]]:
     """The whole class graded twice in one mode; (mode, results folder, student -> result)."""
     mode = request.param
     if mode == "docker":
@@ -124,7 +153,9 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     assert _batch(subs, out, secret_file, mode) == 0
     first = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}
     assert _batch(subs, out, secret_file, mode) == 0, "a second run stopped"
-    assert first == {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}, "the second run graded again"
+    assert first == {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}, (
+        "the second run graded again"
+    )
     results = {p.parent.name: Result.model_validate_json(p.read_text()) for p in out.glob("*/result.json")}
     return mode, out, results
 
@@ -140,16 +171,22 @@ def test_batch_entry_gets_its_verdict(name: str, graded: tuple[str, Path, dict[s
     entry = next(e for e in BATCH if e["name"] == name)
     for student, status in entry["students"].items():
         assert student in results, f"{student} has no result ({mode}): {sorted(results)}"
-        assert results[student].status == status, f"{student} ({mode}): {results[student].status}: {results[student].error}"
+        assert results[student].status == status, (
+            f"{student} ({mode}): {results[student].status}: {results[student].error}"
+        )
     for student, needles in entry.get("error", {}).items():
         for needle in needles:
             assert needle in results[student].error, (mode, results[student].error)
     checks = dict(entry.get("output", {}))
     if mode == "in-process":
-        checks = {s: checks.get(s, []) + extra for s, extra in entry.get("output_in_process", {}).items()} | {s: v for s, v in checks.items() if s not in entry.get("output_in_process", {})}
+        checks = {s: checks.get(s, []) + extra for s, extra in entry.get("output_in_process", {}).items()} | {
+            s: v for s, v in checks.items() if s not in entry.get("output_in_process", {})
+        }
     for student, needles in checks.items():
         for needle in needles:
-            assert needle in _said(results[student]), f"{needle!r} not said for {student} ({mode}):\n{_said(results[student])[:3000]}"
+            assert needle in _said(results[student]), (
+                f"{needle!r} not said for {student} ({mode}):\n{_said(results[student])[:3000]}"
+            )
     for needle in entry.get("absent_output", []):
         for student in entry["students"]:
             assert needle not in _said(results[student]), f"{needle!r} in {student}'s output ({mode})"
@@ -191,5 +228,7 @@ def test_a_result_that_cannot_be_written_is_that_students_error_row(tmp_path: Pa
     for _ in range(2):
         assert _batch(subs, out, secret_file, "in-process") == 0
         rows = {r["student"]: r for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
-        assert rows["blocked"]["status"] == "error" and "could not write this student's result" in rows["blocked"]["error"], rows["blocked"]
+        assert (
+            rows["blocked"]["status"] == "error" and "could not write this student's result" in rows["blocked"]["error"]
+        ), rows["blocked"]
         assert rows["later"]["status"] == "graded", rows["later"]

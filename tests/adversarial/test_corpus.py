@@ -147,7 +147,9 @@ def _build(entry: dict[str, Any], base: Path) -> tuple[Path, dict[str, str], lis
             for key, value in places.items():
                 text = text.replace(f"@@{key}@@", value)
             if "replace" in entry:
-                assert entry["replace"][0] in text or path.name != f"{entry['problem']}.py", f"{entry['replace'][0]!r} is not in {path}"
+                assert entry["replace"][0] in text or path.name != f"{entry['problem']}.py", (
+                    f"{entry['replace'][0]!r} is not in {path}"
+                )
                 text = text.replace(*entry["replace"])
             path.write_text(text)
     else:
@@ -163,7 +165,9 @@ def _build(entry: dict[str, Any], base: Path) -> tuple[Path, dict[str, str], lis
     problems = [entry["problem"], *entry.get("others", {})]
     device = "cuda" if entry.get("gpu") else "cpu"
     args = ["grade", str(submission), "--out", str(out), "--problems", ",".join(problems), "--device", device]
-    if "timeout" in entry:  # the attacked problem's limit only: the others keep the spec's (no race with a slow machine)
+    if (
+        "timeout" in entry
+    ):  # the attacked problem's limit only: the others keep the spec's (no race with a slow machine)
         args += ["--spec", str(spec_with_limit(submission.parent / "spec", entry["problem"], entry["timeout"]))]
     if entry.get("secret") == "file":
         Path(places["SECRET_FILE"]).write_text("SENTINEL-FILE-SECRET\n")
@@ -182,14 +186,23 @@ def _grade(entry: dict[str, Any], base: Path) -> Graded:
     try:
         proc = subprocess.run(
             [sys.executable, "-c", RUNNER, str(rss_file), *args],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=GRADE_LIMIT_S, errors="replace",
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GRADE_LIMIT_S,
+            errors="replace",
         )
         code, stderr = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as exc:
         code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.is_file() else None
-    files = {str(p.relative_to(out)): p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()} if out.is_dir() else {}
+    files = (
+        {str(p.relative_to(out)): p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()}
+        if out.is_dir()
+        else {}
+    )
     graded = Graded(entry, places, code, stderr, result, files)
     graded.max_rss_mb = int(rss_file.read_text()) / 1024 if rss_file.is_file() else 0.0
     graded.submission_changed = entry.get("make") != "fifo" and _tree_digest(submission) != before
@@ -225,7 +238,9 @@ def _param(entry: dict[str, Any]) -> Any:
     if entry.get("gpu"):
         marks.append(pytest.mark.gpu)
     if entry.get("root") and not IS_ROOT:
-        marks.append(pytest.mark.skip(reason="this defence needs the grader to run as root (namespace or uid isolation)"))
+        marks.append(
+            pytest.mark.skip(reason="this defence needs the grader to run as root (namespace or uid isolation)")
+        )
     return pytest.param(entry["name"], marks=marks, id=entry["name"])
 
 
@@ -246,13 +261,17 @@ def test_attack_gets_its_verdict(name: str, corpus: dict[str, Graded]) -> None:
             pytest.fail(f"{name} is caught now: move it out of the known holes (corpus.toml, docs/defenses.md)")
         pytest.xfail(entry["undefended"])
     if "verdict" in entry:
-        assert problem["status"] == entry["verdict"], f"status {problem['status']}, expected {entry['verdict']}:\n{text[:3000]}"
+        assert problem["status"] == entry["verdict"], (
+            f"status {problem['status']}, expected {entry['verdict']}:\n{text[:3000]}"
+        )
     if "score" in entry:
         assert problem["score"] == entry["score"], text[:3000]
     for needle in entry.get("message", []):
         assert graded.sub(needle) in text, f"{graded.sub(needle)!r} is not in the report:\n{text[:3000]}"
     for needle in entry.get("output", []):
-        assert graded.sub(needle) in problem["output"], f"{graded.sub(needle)!r} is not in the worker output:\n{problem['output'][:3000]}"
+        assert graded.sub(needle) in problem["output"], (
+            f"{graded.sub(needle)!r} is not in the worker output:\n{problem['output'][:3000]}"
+        )
     for needle in entry.get("absent_text", []):
         for file, content in graded.result_files.items():
             assert needle not in content, f"{needle!r} leaked into {file}"
@@ -312,14 +331,22 @@ def test_default_secret_warns_when_hidden_cases_are_graded(tmp_path: Path) -> No
     common = ["--problems", "gelu", "--device", "cpu"]
     runs = {
         "default": ([*cli, "grade", str(folder), "--out", str(tmp_path / "default"), *common], env),
-        "secret": ([*cli, "grade", str(folder), "--out", str(tmp_path / "secret"), *common], {**env, "GRADER_SECRET": "a real one"}),
+        "secret": (
+            [*cli, "grade", str(folder), "--out", str(tmp_path / "secret"), *common],
+            {**env, "GRADER_SECRET": "a real one"},
+        ),
         "public": ([*cli, "grade", str(folder), "--out", str(tmp_path / "public"), "--public-only", *common], env),
         "batch": ([*cli, "batch", str(tmp_path / "class"), "--out", str(tmp_path / "batch"), *common], env),
     }
-    procs = {k: subprocess.Popen(argv, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k, (argv, e) in runs.items()}
+    procs = {
+        k: subprocess.Popen(argv, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for k, (argv, e) in runs.items()
+    }
     said = {k: p.communicate(timeout=GRADE_LIMIT_S)[0] for k, p in procs.items()}
     assert all(p.returncode == 0 for p in procs.values()), said
-    warnings = {k: json.loads((tmp_path / k / "result.json").read_text())["warnings"] for k in ("default", "secret", "public")}
+    warnings = {
+        k: json.loads((tmp_path / k / "result.json").read_text())["warnings"] for k in ("default", "secret", "public")
+    }
     warnings["batch"] = json.loads((tmp_path / "batch" / "student1" / "result.json").read_text())["warnings"]
     assert any("default secret" in w for w in warnings["default"]) and "default secret" in said["default"]
     assert any("default secret" in w for w in warnings["batch"])

@@ -17,9 +17,24 @@ PROBLEMS = "gelu"  # one cheap problem keeps CI short; the four examples still d
 
 def start_batch(out: Path, *extra: str) -> subprocess.Popen[str]:
     """`grader batch` over the bundled examples, as a TA runs it (a child process; output in .stdout)."""
-    argv = [sys.executable, "-m", "grader.cli", "batch", str(EXAMPLES), "--out", str(out), "--device", "cpu", "--problems", PROBLEMS, *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "grader.cli",
+        "batch",
+        str(EXAMPLES),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--problems",
+        PROBLEMS,
+        *extra,
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+    )
 
 
 def batch(out: Path, *extra: str, timeout: float = 600) -> str:

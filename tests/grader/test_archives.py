@@ -29,7 +29,9 @@ def make_zip(path: Path, files: dict[str, bytes], links: dict[str, str] | None =
     return path
 
 
-def make_tar(path: Path, files: dict[str, bytes], symlinks: dict[str, str] | None = None, hardlinks: dict[str, str] | None = None) -> Path:
+def make_tar(
+    path: Path, files: dict[str, bytes], symlinks: dict[str, str] | None = None, hardlinks: dict[str, str] | None = None
+) -> Path:
     with tarfile.open(path, "w:gz") as tf:
         for name, data in files.items():
             info = tarfile.TarInfo(name)
@@ -258,13 +260,17 @@ def test_encrypted_zip_member_is_refused(tmp_path: Path) -> None:
 
 
 def test_macos_junk_is_skipped(tmp_path: Path) -> None:
-    archive = make_zip(tmp_path / "mac.zip", {"alice/gelu.py": b"x", "__MACOSX/alice/._gelu.py": b"junk", "alice/._gelu.py": b"junk"})
+    archive = make_zip(
+        tmp_path / "mac.zip", {"alice/gelu.py": b"x", "__MACOSX/alice/._gelu.py": b"junk", "alice/._gelu.py": b"junk"}
+    )
     dest = unpack(archive, tmp_path / "out")
     assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == ["alice", "alice/gelu.py"]
 
 
 def test_nested_submission_is_found(tmp_path: Path) -> None:
-    archive = make_zip(tmp_path / "alice.zip", {"alice/gelu.py": b"x", "alice/softmax.py": b"x", "alice/notes/readme.txt": b"x"})
+    archive = make_zip(
+        tmp_path / "alice.zip", {"alice/gelu.py": b"x", "alice/softmax.py": b"x", "alice/notes/readme.txt": b"x"}
+    )
     dest = unpack(archive, tmp_path / "out")
     assert find_submission_root(dest, MODULES) == dest / "alice"
 

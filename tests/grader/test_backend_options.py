@@ -23,7 +23,11 @@ def test_ray_asks_for_one_gpu_on_a_gpu_grading_and_cpus_otherwise() -> None:
     assert ray_backend.task_options("cuda", None) == {"num_cpus": 1.0, "num_gpus": 1.0}
     assert ray_backend.task_options("cpu", None) == {"num_cpus": 1.0, "num_gpus": 0.0}
     given = ray_backend._resources('{"CPU": 2, "grader_slot": 1}')
-    assert ray_backend.task_options("cpu", given) == {"num_cpus": 2.0, "num_gpus": 0.0, "resources": {"grader_slot": 1.0}}
+    assert ray_backend.task_options("cpu", given) == {
+        "num_cpus": 2.0,
+        "num_gpus": 0.0,
+        "resources": {"grader_slot": 1.0},
+    }
 
 
 @pytest.mark.parametrize("text", ["{CPU: 1}", '{"GPU": -1}', "[1]", '{"GPU": "one"}'])
@@ -35,7 +39,11 @@ def test_bad_ray_resources_are_a_usage_error_naming_the_option(text: str, capsys
 
 
 def test_sbatch_options_pass_through() -> None:
-    assert slurm_backend.sbatch_options(["account=cs336", "qos = high", "--exclusive"]) == {"account": "cs336", "qos": "high", "exclusive": True}
+    assert slurm_backend.sbatch_options(["account=cs336", "qos = high", "--exclusive"]) == {
+        "account": "cs336",
+        "qos": "high",
+        "exclusive": True,
+    }
     with pytest.raises(BatchError, match="KEY=VALUE"):
         slurm_backend.sbatch_options(["=cs336"])
 
@@ -54,7 +62,9 @@ def test_only_the_known_result_files_travel_back(tmp_path: Path) -> None:
     files = node.read_outputs(tmp_path)
     assert sorted(files) == sorted(node.OUTPUTS)
     node.write_outputs({**files, "../escape.txt": b"x"}, tmp_path / "back")
-    assert sorted(str(p.relative_to(tmp_path / "back")) for p in (tmp_path / "back").rglob("*") if p.is_file()) == sorted(node.OUTPUTS)
+    assert sorted(
+        str(p.relative_to(tmp_path / "back")) for p in (tmp_path / "back").rglob("*") if p.is_file()
+    ) == sorted(node.OUTPUTS)
     assert not (tmp_path / "escape.txt").exists()
 
 
@@ -72,7 +82,10 @@ def _result(device: str) -> Result:
 
 
 def test_the_gradebook_names_node_and_gpu() -> None:
-    assert node.where(_result("NVIDIA H200"), "gpu3:5f0c2a1e", "1").environment.device == "NVIDIA H200 (node gpu3:5f0c2a1e, GPU 1)"
+    assert (
+        node.where(_result("NVIDIA H200"), "gpu3:5f0c2a1e", "1").environment.device
+        == "NVIDIA H200 (node gpu3:5f0c2a1e, GPU 1)"
+    )
     assert node.where(_result("cuda (GPU 1)"), "gpu3", "1").environment.device == "cuda (node gpu3, GPU 1)"
     assert node.where(_result("cpu"), "vm", None).environment.device == "cpu (node vm)"
 
@@ -96,14 +109,44 @@ def test_a_node_with_another_spec_refuses_to_grade(tmp_path: Path) -> None:
 
 def test_slurm_refuses_docker_before_queueing_anything(tmp_path: Path) -> None:
     (tmp_path / "subs" / "alice").mkdir(parents=True)
-    code = cli.main(["batch", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--device", "cpu", "--problems", "gelu", "--backend", "slurm", "--docker"])
+    code = cli.main(
+        [
+            "batch",
+            str(tmp_path / "subs"),
+            "--out",
+            str(tmp_path / "out"),
+            "--device",
+            "cpu",
+            "--problems",
+            "gelu",
+            "--backend",
+            "slurm",
+            "--docker",
+        ]
+    )
     assert code == 2
     assert not (tmp_path / "out" / ".slurm").exists()
 
 
 @pytest.mark.parametrize("extra", [["--gpus", "0"], ["--jobs", "4"]])
-def test_the_engine_places_gradings_not_gpus_or_jobs(tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_engine_places_gradings_not_gpus_or_jobs(
+    tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "subs" / "alice").mkdir(parents=True)
-    code = cli.main(["batch", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--device", "cpu", "--problems", "gelu", "--backend", "ray", *extra])
+    code = cli.main(
+        [
+            "batch",
+            str(tmp_path / "subs"),
+            "--out",
+            str(tmp_path / "out"),
+            "--device",
+            "cpu",
+            "--problems",
+            "gelu",
+            "--backend",
+            "ray",
+            *extra,
+        ]
+    )
     assert code == 2
     assert "--ray-resources" in capsys.readouterr().err

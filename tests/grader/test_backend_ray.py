@@ -17,8 +17,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -28,7 +28,11 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[cl
 
 SLOT = "grader_slot"
 HEAD_IP, SECOND_IP = "127.0.0.2", "127.0.0.3"
-HEALTH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3"}
+HEALTH = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_timeout_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+}
 RAY = shutil.which("ray")
 
 
@@ -85,7 +89,14 @@ class Node:
     def __init__(self, args: list[str], temp: Path, name: str) -> None:
         self.log = open(temp / f"{name}.log", "w")
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-        self.proc = subprocess.Popen([RAY, "start", "--block", *args], stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+        self.proc = subprocess.Popen(
+            [RAY, "start", "--block", *args],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
 
     def grading(self) -> str | None:
         """The student whose `grader grade` runs below this node, if any (from its scratch folder)."""
@@ -130,7 +141,18 @@ def cluster() -> Iterator[tuple[str, Node, Node]]:
     resources = ["--num-cpus=1", f"--resources={json.dumps({SLOT: 1})}", "--disable-usage-stats"]
     # a lost node is noticed within a few seconds instead of Ray's default half minute
     os.environ.update(HEALTH)
-    head = Node(["--head", f"--port={port}", f"--node-ip-address={HEAD_IP}", "--include-dashboard=false", f"--temp-dir={temp}", *resources], temp, "head")
+    head = Node(
+        [
+            "--head",
+            f"--port={port}",
+            f"--node-ip-address={HEAD_IP}",
+            "--include-dashboard=false",
+            f"--temp-dir={temp}",
+            *resources,
+        ],
+        temp,
+        "head",
+    )
     nodes = [head]
     try:
         _wait_nodes(address, 1, head)
@@ -171,7 +193,9 @@ def test_two_nodes_one_killed_mid_batch(cluster: tuple[str, Node, Node], tmp_pat
     driver = start_batch(out, *argv)
     deadline = time.monotonic() + 180
     while (lost := second.grading()) is None:
-        assert driver.poll() is None, f"the batch ended before the second node graded anyone:\n{driver.communicate()[0][-3000:]}"
+        assert driver.poll() is None, (
+            f"the batch ended before the second node graded anyone:\n{driver.communicate()[0][-3000:]}"
+        )
         assert time.monotonic() < deadline, "the second node never started a grading"
         time.sleep(0.2)
     assert kill_tree(second.proc.pid) > 3  # the raylet, its workers, the grading and its worker at least

@@ -8,7 +8,6 @@ graded once, as the local backend grades them, and a second run must grade nothi
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import time
@@ -69,7 +68,9 @@ def _requeue_now(element: str) -> None:
     """What Slurm does to a job whose node failed: kill it and queue it again (now, not in 2 minutes)."""
     subprocess.run(["scontrol", "requeue", element], check=True, capture_output=True, timeout=30)
     for _ in range(40):
-        state = subprocess.run(["squeue", "-h", "-r", "-j", element, "-o", "%T"], capture_output=True, text=True, timeout=30).stdout.strip()
+        state = subprocess.run(
+            ["squeue", "-h", "-r", "-j", element, "-o", "%T"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
         if state == "PENDING":
             subprocess.run(["scontrol", "update", f"JobId={element}", "StartTime=now"], capture_output=True, timeout=30)
             return

@@ -61,7 +61,10 @@ class FakeGrade:
             max_score=sum(p.max_score for p in problems),
             duration_s=0.01,
             graded_at="2026-01-01T00:00:00+00:00",
-            problems=[ProblemResult(name=p.name, score=p.points.correctness, max_score=p.max_score, status="passed") for p in problems],
+            problems=[
+                ProblemResult(name=p.name, score=p.points.correctness, max_score=p.max_score, status="passed")
+                for p in problems
+            ],
         )
 
 
@@ -147,8 +150,15 @@ def test_gradescope_export(tmp_path: Path) -> None:
         "  - :name: Carol\n"
         "    :sid: '99'\n"
     )
-    assert batch.read_gradescope_metadata(subs / "submission_metadata.yml") == {"submission_101": "1234", "submission_102": "bob+99"}
-    assert [(e.student, e.source.name) for e in batch.discover(subs)] == [("1234", "submission_101"), ("bob+99", "submission_102"), ("submission_103", "submission_103")]
+    assert batch.read_gradescope_metadata(subs / "submission_metadata.yml") == {
+        "submission_101": "1234",
+        "submission_102": "bob+99",
+    }
+    assert [(e.student, e.source.name) for e in batch.discover(subs)] == [
+        ("1234", "submission_101"),
+        ("bob+99", "submission_102"),
+        ("submission_103", "submission_103"),
+    ]
 
 
 def test_duplicate_ids_become_error_rows(tmp_path: Path) -> None:
@@ -343,7 +353,9 @@ def test_wall_limit_sums_the_problem_limits(tmp_path: Path) -> None:
 def test_collect_result_rejects_garbage(tmp_path: Path) -> None:
     assignment = load_assignment()
     sub = student_folder(tmp_path, "s")
-    task = batch.Task(batch.Entry("s", sub, "folder"), tmp_path / "o", tmp_path / "w", folder=sub, sha=submission_hash(sub))
+    task = batch.Task(
+        batch.Entry("s", sub, "folder"), tmp_path / "o", tmp_path / "w", folder=sub, sha=submission_hash(sub)
+    )
     out = tmp_path / "raw"
     out.mkdir()
     with pytest.raises(batch.BadResult, match="no result.json"):

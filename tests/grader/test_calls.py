@@ -111,8 +111,6 @@ def test_fresh_inputs_put_repeats_in_the_same_tensors() -> None:
     assert third["x"] is not first["x"]
 
 
-
-
 # -- one call, as the worker and the handout both make it --------------------------------------------
 
 
@@ -171,5 +169,7 @@ def test_run_records_what_the_checks_need() -> None:
 
 
 def test_watched_sees_the_ops_of_one_call_as_timing_watches_it() -> None:
-    result, profile, launches = calls.watched(GELU, lambda x: torch.nn.functional.gelu(x, approximate="tanh"), _inputs(4), CASE, "cpu")
+    result, profile, launches = calls.watched(
+        GELU, lambda x: torch.nn.functional.gelu(x, approximate="tanh"), _inputs(4), CASE, "cpu"
+    )
     assert "aten::gelu" in profile["aten_ops"] and launches == 0 and result.outputs["out"].shape == (8, 16)

@@ -42,11 +42,16 @@ def spec_with(tmp_path: Path, name: str, old: str, new: str) -> Path:
 
 
 def batch(subs: Path, out: Path, spec: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    assert cli.main(["batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu", "--spec", str(spec)]) == 0
+    assert (
+        cli.main(["batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu", "--spec", str(spec)])
+        == 0
+    )
     return " ".join(capsys.readouterr().out.split())
 
 
-def test_a_class_with_a_bad_archive_a_cheat_and_a_spec_change(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_class_with_a_bad_archive_a_cheat_and_a_spec_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GRADER_SECRET", "walkthrough-secret")
     subs, out = tmp_path / "subs", tmp_path / "grades"
     shutil.copytree(EXAMPLES / "correct", subs / "alice")
@@ -68,7 +73,9 @@ def test_a_class_with_a_bad_archive_a_cheat_and_a_spec_change(tmp_path: Path, ca
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["graded"], summary["errors"], summary["flagged"], summary["mean_total"]) == (2, 1, 1, 5.0)
     # Gradescope: the reason reaches the student; not measured is no verdict; two decimals
-    assert gradescope(out, "bob")["output"].startswith("NOT GRADED") and "bad archive" in gradescope(out, "bob")["output"]
+    assert (
+        gradescope(out, "bob")["output"].startswith("NOT GRADED") and "bad archive" in gradescope(out, "bob")["output"]
+    )
     alice = gradescope(out, "alice")
     assert alice["score"] == 10.0 and alice["output_format"] == "text"
     assert all("status" not in t for t in alice["tests"] if "not measured" in t["name"])
@@ -79,20 +86,31 @@ def test_a_class_with_a_bad_archive_a_cheat_and_a_spec_change(tmp_path: Path, ca
 
     # staff double GeLU's correctness points under the same version: re-scored, nothing runs
     graded_at = Result.model_validate_json((out / "alice" / "result.json").read_text()).graded_at
-    richer = spec_with(tmp_path, "richer", "points = { correctness = 10, performance = 5 }", "points = { correctness = 20, performance = 5 }")
+    richer = spec_with(
+        tmp_path,
+        "richer",
+        "points = { correctness = 10, performance = 5 }",
+        "points = { correctness = 20, performance = 5 }",
+    )
     log = batch(subs, out, richer, capsys)
     rows = book(out)
-    assert float(rows["alice"]["gelu"]) == 20 and float(rows["alice"]["max"]) == 25 and float(rows["carol"]["total"]) == 0
+    assert (
+        float(rows["alice"]["gelu"]) == 20 and float(rows["alice"]["max"]) == 25 and float(rows["carol"]["total"]) == 0
+    )
     assert rows["bob"]["total"] == "" and rows["carol"]["flags"].startswith("gelu: kernel check failed")
     alice_result = Result.model_validate_json((out / "alice" / "result.json").read_text())
     assert alice_result.graded_at == graded_at and any(w.startswith("re-scored on ") for w in alice_result.warnings)
     assert gradescope(out, "alice")["score"] == 20.0
     summary = json.loads((out / "summary.json").read_text())
-    assert sorted(summary["spec_changes"]["rescored"]) == ["alice", "carol"] and summary["spec_changes"]["regraded"] == {}
+    assert (
+        sorted(summary["spec_changes"]["rescored"]) == ["alice", "carol"] and summary["spec_changes"]["regraded"] == {}
+    )
     assert "re-scored 2 stored result(s)" in log
 
     # a tolerance changes: verdicts may differ, so both are graded again, and the batch says so
-    looser = spec_with(tmp_path, "looser", "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 2e-5, rtol = 1e-5 }")
+    looser = spec_with(
+        tmp_path, "looser", "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 2e-5, rtol = 1e-5 }"
+    )
     log = batch(subs, out, looser, capsys)
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["spec_changes"]["regraded"]) == ["alice", "carol"]

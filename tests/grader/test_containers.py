@@ -17,8 +17,9 @@ import sys
 import tarfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -46,7 +47,7 @@ except KeyboardInterrupt:
 """
 
 # A correct GeLU that first probes its sandbox from inside the worker and prints what it found.
-PROBE = '''
+PROBE = """
 import os, socket
 from pathlib import Path
 
@@ -71,7 +72,7 @@ _probe("init-environ", lambda: Path("/proc/1/environ").read_bytes())
 _found.append("PROBE secret-in-env: " + ("OPEN" if "GRADER_SECRET" in os.environ else "blocked"))
 _found.append("NET-INTERFACES " + ",".join(sorted(os.listdir("/sys/class/net"))))
 print("\\n".join(_found), flush=True)
-'''
+"""
 
 
 # -- the container configuration: no engine needed ---------------------------------------------------
@@ -92,7 +93,9 @@ def test_gpu_container_config() -> None:
     limits = containers.ContainerLimits(memory="24g", pids=2048, cpus=4.0, wall_s=600)
     config = containers.container_config(job, limits)
     (request,) = config["device_requests"]
-    assert request["DeviceIDs"] == ["3"] and request["Capabilities"] == [["gpu"]] and request["Count"] == 0  # as `docker run --gpus device=3` sends it
+    assert (
+        request["DeviceIDs"] == ["3"] and request["Capabilities"] == [["gpu"]] and request["Count"] == 0
+    )  # as `docker run --gpus device=3` sends it
     assert config["network_mode"] == "none"
     assert config["volumes"]["/srv/subs/alice"] == {"bind": "/submission", "mode": "ro"}
     assert config["volumes"]["/srv/grades/.work/alice/out"] == {"bind": "/out", "mode": "rw"}
@@ -154,7 +157,9 @@ def test_gpu_batch_gives_each_container_its_own_gpu(tmp_path: Path, monkeypatch:
     subs, out = tmp_path / "subs", tmp_path / "out"
     for name in ("a", "b", "c"):
         shutil.copytree(CORRECT, subs / name)
-    args = _parse("batch", str(subs), "--out", str(out), "--docker", "--gpus", "0,1", "--problems", "gelu", "--memory", "32g")
+    args = _parse(
+        "batch", str(subs), "--out", str(out), "--docker", "--gpus", "0,1", "--problems", "gelu", "--memory", "32g"
+    )
     assert batch.run_batch(options_from_args(args)) == 0
     assert len(seen) == 3
     assert {c["device_requests"][0]["DeviceIDs"][0] for c in seen} <= {"0", "1"}
@@ -236,7 +241,12 @@ def test_image_is_tagged_and_keeps_secrets_root_only(engine: Any, image: str) ->
     assert info.content == BUILT["content"]
     out = engine.containers.run(
         image,
-        entrypoint=["/bin/sh", "-c", "stat -c '%a %U %n' /opt/grader/reference /opt/grader/assignment/hidden_cases.toml /opt/grader/grader; id grader-worker"],
+        entrypoint=[
+            "/bin/sh",
+            "-c",
+            "stat -c '%a %U %n' /opt/grader/reference /opt/grader/assignment/hidden_cases.toml "
+            "/opt/grader/grader; id grader-worker",
+        ],
         network_mode="none",
         remove=True,
     ).decode()
@@ -361,11 +371,28 @@ def test_a_container_that_misbehaves_is_an_error_row(
 
 
 @pytest.mark.docker
-def test_ctrl_c_removes_the_containers_and_a_rerun_finishes(engine: Any, image: str, tmp_path: Path, secret: str) -> None:
+def test_ctrl_c_removes_the_containers_and_a_rerun_finishes(
+    engine: Any, image: str, tmp_path: Path, secret: str
+) -> None:
     subs, out = tmp_path / "subs", tmp_path / "grades"
     shutil.copytree(CORRECT, subs / "alice")
     shutil.copytree(CORRECT, subs / "bob")
-    argv = [sys.executable, "-c", HARNESS, "batch", str(subs), "--out", str(out), "--docker", "--problems", "gelu", "--jobs", "2", "--timeout", "60"]
+    argv = [
+        sys.executable,
+        "-c",
+        HARNESS,
+        "batch",
+        str(subs),
+        "--out",
+        str(out),
+        "--docker",
+        "--problems",
+        "gelu",
+        "--jobs",
+        "2",
+        "--timeout",
+        "60",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -395,7 +422,11 @@ def test_containers_left_by_a_killed_batch_are_removed(engine: Any, image: str, 
     subs.mkdir()
     out.mkdir()
     stray = engine.containers.run(
-        image, entrypoint=["sleep", "300"], network_mode="none", detach=True, labels={containers.LABEL_BATCH: _label(out)}
+        image,
+        entrypoint=["sleep", "300"],
+        network_mode="none",
+        detach=True,
+        labels={containers.LABEL_BATCH: _label(out)},
     )
     try:
         assert _run_batch(subs, out) == 0  # an empty class: nothing to grade, but the stray goes

@@ -44,7 +44,11 @@ def disagreements(where: str, pins: dict[str, Requirement]) -> list[str]:
             wrong.append(f"{where}: {name} is {got.specifier if got else 'missing'}, the spec says =={want}")
     numpy = pins.get("numpy")
     exact = numpy and [s.version for s in numpy.specifier if s.operator == "=="]
-    if numpy is None or (exact and exact[0] not in SpecifierSet(ENV.numpy)) or (not exact and numpy.specifier != SpecifierSet(ENV.numpy)):
+    if (
+        numpy is None
+        or (exact and exact[0] not in SpecifierSet(ENV.numpy))
+        or (not exact and numpy.specifier != SpecifierSet(ENV.numpy))
+    ):
         wrong.append(f"{where}: numpy is {numpy.specifier if numpy else 'missing'}, the spec says numpy{ENV.numpy}")
     return wrong
 
@@ -60,15 +64,26 @@ def test_every_install_uses_the_spec_pair(tmp_path: Path) -> None:
     wrong = disagreements("pyproject.toml", pins_in(project["dependencies"]))
     wrong += disagreements("the exported handout's pyproject.toml", pins_in(student["dependencies"]))
     for variant in ("cpu", "gpu"):
-        wrong += disagreements(f"docker/requirements-{variant}.txt", pins_in(requirement_lines(ROOT / "docker" / f"requirements-{variant}.txt")))
-    for where, python in (("pyproject.toml", project["requires-python"]), ("the exported handout", student["requires-python"])):
+        wrong += disagreements(
+            f"docker/requirements-{variant}.txt",
+            pins_in(requirement_lines(ROOT / "docker" / f"requirements-{variant}.txt")),
+        )
+    for where, python in (
+        ("pyproject.toml", project["requires-python"]),
+        ("the exported handout", student["requires-python"]),
+    ):
         if python != ENV.python:
             wrong.append(f"{where}: requires-python {python}, the spec says {ENV.python}")
     base = re.search(r"ARG BASE_IMAGE=(\S+)", (ROOT / "docker" / "Dockerfile").read_text())
     if not base or not base.group(1).startswith(f"pytorch/pytorch:{ENV.torch}-"):
-        wrong.append(f"docker/Dockerfile: the GPU base image {base and base.group(1)} is not PyTorch's image of torch {ENV.torch}")
+        wrong.append(
+            f"docker/Dockerfile: the GPU base image {base and base.group(1)} is not PyTorch's image of torch "
+            f"{ENV.torch}"
+        )
     setup = (ROOT / "scripts" / "setup-python.sh").read_text()
-    wrong += [f"scripts/setup-python.sh installs torch {v}" for v in re.findall(r"torch==([\d.]+)", setup) if v != ENV.torch]
+    wrong += [
+        f"scripts/setup-python.sh installs torch {v}" for v in re.findall(r"torch==([\d.]+)", setup) if v != ENV.torch
+    ]
     for doc in ("README.md", "assignment/README.md", "docker/README.md"):
         text = (ROOT / doc).read_text()
         if f"torch {ENV.torch}" not in text or f"Triton {ENV.triton}" not in text:
@@ -78,7 +93,10 @@ def test_every_install_uses_the_spec_pair(tmp_path: Path) -> None:
 
 def test_an_incomplete_environment_is_refused_naming_the_key(tmp_path: Path) -> None:
     spec = tmp_path / "assignment.toml"
-    table = '[environment]\npython = ">=3.11"\ntorch = "{torch}"\ntriton = "3.6.0"\nnumpy = "<2.4"\nallowed_imports = {allowed}\n'
+    table = (
+        '[environment]\npython = ">=3.11"\ntorch = "{torch}"\ntriton = "3.6.0"\nnumpy = '
+        '"<2.4"\nallowed_imports = {allowed}\n'
+    )
     spec.write_text(table.format(torch="2.11", allowed='["torch", "triton", "numpy"]'))
     with pytest.raises(SpecError, match=r"environment\.torch: String should match"):
         load_environment(spec)
@@ -92,7 +110,7 @@ def test_an_incomplete_environment_is_refused_naming_the_key(tmp_path: Path) -> 
 
 # -- the import policy --------------------------------------------------------------------------
 
-GELU_IMPORTING = '''\
+GELU_IMPORTING = """\
 import torch
 import triton
 import triton.language as tl
@@ -113,7 +131,7 @@ def triton_gelu(x):
     out = torch.empty_like(flat)
     _gelu[(triton.cdiv(flat.numel(), 256),)](flat, out, flat.numel(), BLOCK=256)
     return out.view(x.shape)
-'''
+"""
 
 
 def submission(tmp_path: Path, module: str) -> Path:
@@ -124,15 +142,27 @@ def submission(tmp_path: Path, module: str) -> Path:
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_a_package_outside_the_list_fails_alike_in_the_handout_and_the_grader(tmp_path: Path) -> None:
     """sympy is installed wherever torch is, and still refused: the list decides, not the machine."""
     folder = submission(tmp_path, "sympy")
-    expected = f"No module named 'sympy' in the grading environment (gelu.py, line 4 imports it). A submission may import only " \
+    expected = (
+        f"No module named 'sympy' in the grading environment (gelu.py, line 4 imports it). A submission may "
+        f"import only "
         f"Python's standard library, its own modules and {', '.join(sorted(ENV.allowed_imports))}"
-    handout = run("-m", "pytest", "handout", "--submission", str(folder), "-k", "gelu and cpu-square", "-q", "-p", "no:randomly")
+    )
+    handout = run(
+        "-m", "pytest", "handout", "--submission", str(folder), "-k", "gelu and cpu-square", "-q", "-p", "no:randomly"
+    )
     assert handout.returncode == 1 and expected in handout.stdout, handout.stdout[-3000:]
     assert "Traceback" not in handout.stdout
     graded = run("-m", "grader.cli", "grade", str(folder), "--problems", "gelu", "--out", str(tmp_path / "out"))
@@ -141,11 +171,15 @@ def test_a_package_outside_the_list_fails_alike_in_the_handout_and_the_grader(tm
     assert gelu["score"] == 0 and expected in gelu["message"], (graded.stdout[-2000:], gelu["message"])
 
 
-@pytest.mark.parametrize("module", ["einops", "numpy.linalg", "collections.abc", "torch.fx.experimental.symbolic_shapes"])
+@pytest.mark.parametrize(
+    "module", ["einops", "numpy.linalg", "collections.abc", "torch.fx.experimental.symbolic_shapes"]
+)
 def test_allowed_imports_and_what_they_import_themselves_pass(tmp_path: Path, module: str) -> None:
     """torch.fx's symbolic shapes import sympy on their own: only the submission's files are judged."""
     folder = submission(tmp_path, module)
-    handout = run("-m", "pytest", "handout", "--submission", str(folder), "-k", "gelu and cpu-square", "-q", "-p", "no:randomly")
+    handout = run(
+        "-m", "pytest", "handout", "--submission", str(folder), "-k", "gelu and cpu-square", "-q", "-p", "no:randomly"
+    )
     assert handout.returncode == 0, handout.stdout[-3000:]
 
 
@@ -196,11 +230,20 @@ def test_a_removed_triton_api_gets_the_same_hint_from_the_worker_and_the_handout
     """The error Triton 3.9 raises for tl.make_block_ptr, raised here as 3.9 raises it."""
     folder = submission(tmp_path, "math")
     gelu = folder / "gelu.py"
-    gelu.write_text(gelu.read_text().replace("    flat = x.contiguous()", f"    raise NotImplementedError({TRITON_39_ERROR!r})\n    flat = x.contiguous()"))
+    gelu.write_text(
+        gelu.read_text().replace(
+            "    flat = x.contiguous()",
+            f"    raise NotImplementedError({TRITON_39_ERROR!r})\n    flat = x.contiguous()",
+        )
+    )
     hint = versions.hint(TRITON_39_ERROR)
     assert hint and f"The grader runs Triton {ENV.triton}, which has them" in hint and "Triton versions" in hint
     described = describe_exception(NotImplementedError(TRITON_39_ERROR), folder)
     assert described.message.endswith(hint)
-    handout = run("-m", "pytest", "handout", "--submission", str(folder), "-k", "gelu and cpu-square", "-q", "-p", "no:randomly")
-    assert "Triton versions" in handout.stdout and hint[:120] in handout.stdout.replace("\n", " "), handout.stdout[-3000:]
+    handout = run(
+        "-m", "pytest", "handout", "--submission", str(folder), "-k", "gelu and cpu-square", "-q", "-p", "no:randomly"
+    )
+    assert "Triton versions" in handout.stdout and hint[:120] in handout.stdout.replace("\n", " "), handout.stdout[
+        -3000:
+    ]
     assert versions.hint("RuntimeError: CUDA error: an illegal memory access") is None

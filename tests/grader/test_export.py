@@ -39,7 +39,11 @@ def test_layout(export: Path) -> None:
 
 def test_no_hidden_case_or_reference_source_anywhere(export: Path) -> None:
     assert scan_for_leaks(export) == []
-    hidden_names = [line.split('"')[1] for line in (ROOT / "assignment" / "hidden_cases.toml").read_text().splitlines() if line.startswith("name = ")]
+    hidden_names = [
+        line.split('"')[1]
+        for line in (ROOT / "assignment" / "hidden_cases.toml").read_text().splitlines()
+        if line.startswith("name = ")
+    ]
     text = "\n".join(p.read_text(errors="replace") for p in export.rglob("*") if p.is_file())
     assert hidden_names and not [n for n in hidden_names if f'"{n}"' in text]
     assert "def triton_gelu" in text  # the scan reads real files: the stubs are there

@@ -10,14 +10,25 @@ from grader.records import AssignmentRef, Environment, Performance, ProblemResul
 
 
 def result(**changes: object) -> Result:
-    tests = [TestResult(name=f"gelu: case{i}", status="passed", score=3.3333, max_score=3.3333, visibility="hidden" if i else "public") for i in range(3)]
+    tests = [
+        TestResult(
+            name=f"gelu: case{i}",
+            status="passed",
+            score=3.3333,
+            max_score=3.3333,
+            visibility="hidden" if i else "public",
+        )
+        for i in range(3)
+    ]
     gelu = ProblemResult(
         name="gelu",
         score=9.9999,
         max_score=15,
         status="passed",
         tests=tests,
-        performance=Performance(status="not_measured", reason="no GPU: performance is measured only on a CUDA GPU", max_score=5),
+        performance=Performance(
+            status="not_measured", reason="no GPU: performance is measured only on a CUDA GPU", max_score=5
+        ),
     )
     base = Result(
         assignment=AssignmentRef(name="a", version="1"),
@@ -58,8 +69,16 @@ def test_an_ungradable_entry_says_why() -> None:
 
 
 def test_a_review_flag_reaches_the_student_and_the_staff() -> None:
-    review = Performance(status="measured", score=5, max_score=5, ratio_geomean=2.4, review="speed ratio 2.4 is above the review bound 1.5")
-    reviewed = result(problems=[ProblemResult(name="gelu", score=15, max_score=15, status="passed", performance=review)], score=15.0)
+    review = Performance(
+        status="measured",
+        score=5,
+        max_score=5,
+        ratio_geomean=2.4,
+        review="speed ratio 2.4 is above the review bound 1.5",
+    )
+    reviewed = result(
+        problems=[ProblemResult(name="gelu", score=15, max_score=15, status="passed", performance=review)], score=15.0
+    )
     data = gradescope.as_dict(reviewed)
     assert "gelu: review" in data["output"] and data["extra_data"]["flags"] == ["gelu: review"]
     perf = next(t for t in data["tests"] if t["name"] == "gelu: performance")
@@ -91,7 +110,14 @@ def test_export_metadata_is_read_as_yaml(tmp_path: Path) -> None:
 
 def test_autograder_metadata_json(tmp_path: Path) -> None:
     path = tmp_path / "submission_metadata.json"
-    path.write_text(json.dumps({"id": 1, "users": [{"email": "a@u.edu", "id": 7, "name": "A", "sid": "s-1"}, {"email": "b@u.edu", "name": "B"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "id": 1,
+                "users": [{"email": "a@u.edu", "id": 7, "name": "A", "sid": "s-1"}, {"email": "b@u.edu", "name": "B"}],
+            }
+        )
+    )
     assert gradescope_metadata.read_submission_metadata(path) == "s-1+b"
     path.write_text("not json")
     assert gradescope_metadata.read_submission_metadata(path) is None

@@ -22,7 +22,14 @@ def unpacked_autograder(tmp_path: Path, *extra: str) -> Path:
     root = tmp_path / "autograder"
     with zipfile.ZipFile(tmp_path / "build" / "autograder.zip") as zf:
         names = zf.namelist()
-        assert {"setup.sh", "run_autograder", "pyproject.toml", SECRET_NAME, "assignment/assignment.toml", "grader/cli.py"} <= set(names)
+        assert {
+            "setup.sh",
+            "run_autograder",
+            "pyproject.toml",
+            SECRET_NAME,
+            "assignment/assignment.toml",
+            "grader/cli.py",
+        } <= set(names)
         assert not any(n.startswith(("reference/", "tests/", "examples/")) for n in names)
         assert zf.getinfo("run_autograder").external_attr >> 16 & 0o111
         zf.extractall(root / "source")
@@ -32,7 +39,9 @@ def unpacked_autograder(tmp_path: Path, *extra: str) -> Path:
 def run_autograder(root: Path) -> dict:
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable, "GRADER_PROBLEMS": "gelu"}
     env.pop("GRADER_SECRET", None)
-    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = (root / "results" / "results.json").read_text()
     gradescope.GradescopeResults.model_validate_json(text)  # Gradescope's format, nothing else
@@ -43,7 +52,9 @@ def test_the_zip_grades_an_upload_on_the_cpu(tmp_path: Path) -> None:
     root = unpacked_autograder(tmp_path)
     assert "hidden_cases.toml" in " ".join(p.name for p in (root / "source" / "assignment").iterdir())
     shutil.copytree(ROOT / "examples" / "submissions" / "correct", root / "submission")
-    (root / "submission_metadata.json").write_text(json.dumps({"users": [{"email": "ada@uni.edu", "name": "Ada", "sid": "s-7"}]}))
+    (root / "submission_metadata.json").write_text(
+        json.dumps({"users": [{"email": "ada@uni.edu", "name": "Ada", "sid": "s-7"}]})
+    )
     data = run_autograder(root)
     assert data["score"] == 10.0 and data["extra_data"]["status"] == "graded"
     assert any(t.get("visibility") == "after_published" for t in data["tests"])  # hidden CPU cases graded

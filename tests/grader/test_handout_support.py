@@ -62,11 +62,22 @@ def test_the_handout_calls_a_case_as_the_worker_does(tmp_path: Path, monkeypatch
 
 
 def test_the_trusted_side_never_imports_the_worker() -> None:
-    code = "import sys, grader.handout_support, grader.orchestrator, grader.performance, grader.checks; print('grader.worker' in sys.modules)"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys, grader.handout_support, grader.orchestrator, grader.performance, grader.checks; "
+        "print('grader.worker' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.stdout.strip() == "False", proc.stdout + proc.stderr[-2000:]
 
-REPLAYED = '''
+
+REPLAYED = """
 import pytest
 from grader.handout_support import REPLAY
 
@@ -77,15 +88,29 @@ def test_replayed(benchmark):
     REPLAY.load(SAMPLES)
     benchmark.pedantic(lambda: None, rounds=len(SAMPLES), warmup_rounds=0)
     assert REPLAY.spent
-'''
+"""
 
 
 def test_pytest_benchmark_keeps_the_replayed_rounds(tmp_path: Path) -> None:
     (tmp_path / "test_replayed.py").write_text(REPLAYED)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-json=out.json", "test_replayed.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-only",
+            "--benchmark-json=out.json",
+            "test_replayed.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     (bench,) = json.loads((tmp_path / "out.json").read_text())["benchmarks"]

@@ -16,15 +16,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-KERNEL = '''
+KERNEL = """
 import torch, triton, triton.language as tl
 {install}
 calls = []
 def prune(configs, named_args, **kwargs):
     calls.append(len(configs))
     return [c for c in configs if c.kwargs["B"] >= 64]
-@triton.autotune(configs=[triton.Config({{"B": 32}}), triton.Config({{"B": 64}}, num_warps=8), triton.Config({{"B": 128}})],
-                 key=["n"], reset_to_zero=["out"], restore_value=["x"], prune_configs_by={{"early_config_prune": prune}})
+@triton.autotune(
+    configs=[triton.Config({{"B": 32}}), triton.Config({{"B": 64}}, num_warps=8), triton.Config({{"B": 128}})],
+    key=["n"], reset_to_zero=["out"], restore_value=["x"], prune_configs_by={{"early_config_prune": prune}},
+)
 @triton.heuristics({{"EVEN": lambda a: a["n"] % a["B"] == 0}})
 @triton.jit
 def add(x, out, n, B: tl.constexpr, EVEN: tl.constexpr):
@@ -38,7 +40,7 @@ assert torch.equal(out, x), "wrong result"
 assert add.best_config.kwargs["B"] == 64, add.best_config   # the first config left after pruning
 assert calls == [3], calls
 print("ok", add.best_config.kwargs)
-'''
+"""
 
 
 def _run(install: bool) -> subprocess.CompletedProcess[str]:
@@ -65,5 +67,7 @@ def test_without_it_triton_needs_a_driver() -> None:
 def test_install_is_a_no_op_outside_the_interpreter() -> None:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     code = "from grader import interpreter_compat; print(interpreter_compat.install())"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300
+    )
     assert done.stdout.strip() == "False", done.stderr[-2000:]

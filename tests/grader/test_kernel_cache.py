@@ -69,20 +69,22 @@ def kept_files(folder: Path) -> list[str]:
 
 def test_only_what_triton_writes_is_kept(tmp_path: Path) -> None:
     """Issue 17: 501 MiB of junk per problem were kept; now only Triton's own kinds of file."""
-    stream = tar_stream({
-        "KEY/gelu_kernel.cubin": b"\x7fELF",
-        "KEY/gelu_kernel.ttir": b"module {}",
-        "KEY/gelu_kernel.json": b"{}",
-        "KEY/__grp__gelu_kernel.json": b"{}",
-        "AUTOTUNE/gelu_kernel.autotune.json": b"{}",
-        "LAUNCH/__triton_launcher.cpython-311-x86_64-linux-gnu.so": b"\x7fELF",
-        "junk.bin": b"x" * 4096,  # not in a key folder
-        "KEY/notes.txt": b"not a Triton kind",
-        "KEY/tmp.pid_1_2/gelu_kernel.cubin": b"a temporary folder",
-        "KEY/deep/er/x.json": b"{}",
-        "KEY/leak.json": "/etc/shadow",  # a link: never created
-        "KEY/pipe.json": None,  # a FIFO: never created
-    })
+    stream = tar_stream(
+        {
+            "KEY/gelu_kernel.cubin": b"\x7fELF",
+            "KEY/gelu_kernel.ttir": b"module {}",
+            "KEY/gelu_kernel.json": b"{}",
+            "KEY/__grp__gelu_kernel.json": b"{}",
+            "AUTOTUNE/gelu_kernel.autotune.json": b"{}",
+            "LAUNCH/__triton_launcher.cpython-311-x86_64-linux-gnu.so": b"\x7fELF",
+            "junk.bin": b"x" * 4096,  # not in a key folder
+            "KEY/notes.txt": b"not a Triton kind",
+            "KEY/tmp.pid_1_2/gelu_kernel.cubin": b"a temporary folder",
+            "KEY/deep/er/x.json": b"{}",
+            "KEY/leak.json": "/etc/shadow",  # a link: never created
+            "KEY/pipe.json": None,  # a FIFO: never created
+        }
+    )
     copied = kernel_cache.receive(stream, tmp_path / "kept")
     assert kept_files(tmp_path / "kept") == [
         "AUTOTUNE/gelu_kernel.autotune.json",
@@ -192,7 +194,10 @@ def test_the_cache_is_never_read_through_a_mount(tmp_path: Path) -> None:
             assert worker.plan.level == "namespace"
             cache = worker.scratch / "home" / ".triton"
             for source, key in ((root_only, "ROOTONLY"), (host_dir, "HOSTDIR")):
-                subprocess.run(["nsenter", "-t", str(worker.proc.pid), "-m", "mount", "--bind", str(source), str(cache / key)], check=True)
+                subprocess.run(
+                    ["nsenter", "-t", str(worker.proc.pid), "-m", "mount", "--bind", str(source), str(cache / key)],
+                    check=True,
+                )
             kept = worker.save_kernel_cache(tmp_path / "kernels" / ("a" * 32) / "gelu")
         finally:
             worker.close()
@@ -203,7 +208,7 @@ def test_the_cache_is_never_read_through_a_mount(tmp_path: Path) -> None:
 
 
 # A submission that reports whether its Triton cache already holds a file, then writes one there.
-PROBE = '''
+PROBE = """
 import json, os
 from pathlib import Path
 cache = Path(os.environ["TRITON_CACHE_DIR"])
@@ -214,7 +219,7 @@ marker.write_text(%r)
 (cache / "probe" / "junk.bin").write_bytes(b"x" * (1 << 20))  # not a kind Triton writes: not kept
 (cache / "probe" / "escape").unlink(missing_ok=True)
 (cache / "probe" / "escape").symlink_to("/etc/passwd")
-'''
+"""
 
 
 def _graded(folder: Path, out: Path, *extra: str) -> dict:
@@ -242,7 +247,7 @@ def test_a_second_grading_of_the_same_code_finds_its_kernels(make_submission, tm
 
 # A submission that stores a compiled-kernel group the way Triton does (its files by absolute
 # path, in this worker's cache directory) and reports whether Triton's own lookup finds it.
-GROUP_PROBE = '''
+GROUP_PROBE = """
 import json
 from triton.runtime.cache import FileCacheManager
 manager = FileCacheManager("probekey")
@@ -252,7 +257,7 @@ if group is None:
     binary = manager.put(b"cubin bytes", "kernel.cubin")
     meta = manager.put("{}", "kernel.json", binary=False)
     manager.put_group("kernel.json", {"kernel.cubin": binary, "kernel.json": meta})
-'''
+"""
 
 
 def test_compiled_kernels_are_found_from_another_workers_cache_directory(make_submission, tmp_path: Path) -> None:
@@ -262,7 +267,12 @@ def test_compiled_kernels_are_found_from_another_workers_cache_directory(make_su
     cache = tmp_path / "kernels"
 
     def found(out: str) -> bool:
-        assert main(["grade", str(folder), "--out", str(tmp_path / out), "--problems", "gelu", "--kernel-cache", str(cache)]) == 0
+        assert (
+            main(
+                ["grade", str(folder), "--out", str(tmp_path / out), "--problems", "gelu", "--kernel-cache", str(cache)]
+            )
+            == 0
+        )
         (gelu_result,) = json.loads((tmp_path / out / "result.json").read_text())["problems"]
         line = next(x for x in gelu_result["output"].splitlines() if x.startswith('{"group_found"'))
         return json.loads(line)["group_found"]

@@ -41,7 +41,9 @@ PSEUDONYM = re.compile(r"^[a-z]+-[a-z]+-[0-9a-f]{4}$")
 # building results
 
 
-def shape(name: str, student_ms: float, reference_ms: float, pytorch_ms: float | None = None, flags: list[str] | None = None) -> ShapeTiming:
+def shape(
+    name: str, student_ms: float, reference_ms: float, pytorch_ms: float | None = None, flags: list[str] | None = None
+) -> ShapeTiming:
     return ShapeTiming(
         name=name,
         case=f"{name} [shape=[4096, 4096], dtype=float16]",
@@ -56,18 +58,51 @@ def shape(name: str, student_ms: float, reference_ms: float, pytorch_ms: float |
     )
 
 
-def problem(name: str, score: float, *, shapes: list[ShapeTiming] | None = None, kernel_check: str | None = None, max_score: float = 10.0) -> ProblemResult:
+def problem(
+    name: str,
+    score: float,
+    *,
+    shapes: list[ShapeTiming] | None = None,
+    kernel_check: str | None = None,
+    max_score: float = 10.0,
+) -> ProblemResult:
     """A problem result; with `shapes` its performance was measured (or flagged if a shape is)."""
-    tests = [TestResult(name=f"{name}: case-a", status="passed" if score else "failed", score=score, max_score=max_score)]
+    tests = [
+        TestResult(name=f"{name}: case-a", status="passed" if score else "failed", score=score, max_score=max_score)
+    ]
     if kernel_check:
-        tests.append(TestResult(name=f"{name}: kernel check", status="failed", score=0, max_score=0, message=kernel_check))
+        tests.append(
+            TestResult(name=f"{name}: kernel check", status="failed", score=0, max_score=0, message=kernel_check)
+        )
     if shapes is None:
         perf = Performance(status="not_measured", reason="no GPU", max_score=5.0)
     elif any(s.flags for s in shapes):
-        perf = Performance(status="flagged", reason="; ".join(f for s in shapes for f in s.flags), score=0.0, max_score=5.0, gpu=GPU, shapes=shapes)
+        perf = Performance(
+            status="flagged",
+            reason="; ".join(f for s in shapes for f in s.flags),
+            score=0.0,
+            max_score=5.0,
+            gpu=GPU,
+            shapes=shapes,
+        )
     else:
-        perf = Performance(status="measured", score=0.0, max_score=5.0, ratio_geomean=round(geomean([s.ratio for s in shapes]), 4), gpu=GPU, shapes=shapes)
-    return ProblemResult(name=name, title=name.upper(), score=score, max_score=max_score, status="passed" if score else "failed", tests=tests, performance=perf)
+        perf = Performance(
+            status="measured",
+            score=0.0,
+            max_score=5.0,
+            ratio_geomean=round(geomean([s.ratio for s in shapes]), 4),
+            gpu=GPU,
+            shapes=shapes,
+        )
+    return ProblemResult(
+        name=name,
+        title=name.upper(),
+        score=score,
+        max_score=max_score,
+        status="passed" if score else "failed",
+        tests=tests,
+        performance=perf,
+    )
 
 
 def result(
@@ -83,7 +118,9 @@ def result(
     return Result(
         assignment=AssignmentRef(name=assignment, version="2026.1"),
         submission=SubmissionRef(path=f"/submissions/{student}", sha256=sha * 8, student=student),
-        environment=Environment(device=device, torch="2.13.0", triton="3.9.0", python="3.11.7", interpreter=device == "cpu"),
+        environment=Environment(
+            device=device, torch="2.13.0", triton="3.9.0", python="3.11.7", interpreter=device == "cpu"
+        ),
         score=sum(p.score for p in problems),
         max_score=30.0,
         duration_s=12.0,
@@ -102,7 +139,14 @@ def save(root: Path, folder: str, res: Result) -> Path:
 
 
 def gelu(score: float, student_ms: float, **kw: Any) -> ProblemResult:
-    return problem("gelu", score, shapes=[shape("big", student_ms, 1.0, pytorch_ms=1.6, **kw), shape("small", student_ms / 2, 0.5, pytorch_ms=0.6)])
+    return problem(
+        "gelu",
+        score,
+        shapes=[
+            shape("big", student_ms, 1.0, pytorch_ms=1.6, **kw),
+            shape("small", student_ms / 2, 0.5, pytorch_ms=0.6),
+        ],
+    )
 
 
 @pytest.fixture
@@ -112,16 +156,44 @@ def grades(tmp_path: Path) -> Path:
     week1, week2 = "week1", "week2"
     # alice: a weaker first submission, then a better one
     save(root / week1, "stud-alice", result("stud-alice", "a1", [gelu(5, 2.0), problem("softmax", 5)]))
-    save(root / week2, "stud-alice", result("stud-alice", "a2", [gelu(10, 0.8), problem("softmax", 8, shapes=[shape("rows", 1.0, 0.9, pytorch_ms=2.0)])]))
+    save(
+        root / week2,
+        "stud-alice",
+        result(
+            "stud-alice", "a2", [gelu(10, 0.8), problem("softmax", 8, shapes=[shape("rows", 1.0, 0.9, pytorch_ms=2.0)])]
+        ),
+    )
     # bob: the same total as alice, slower: ranked after her
-    save(root / week2, "stud-bob", result("stud-bob", "b1", [gelu(10, 1.25), problem("softmax", 8, shapes=[shape("rows", 1.0, 0.9, pytorch_ms=2.0)])]))
+    save(
+        root / week2,
+        "stud-bob",
+        result(
+            "stud-bob", "b1", [gelu(10, 1.25), problem("softmax", 8, shapes=[shape("rows", 1.0, 0.9, pytorch_ms=2.0)])]
+        ),
+    )
     # carol: the same submission graded twice (a regrade): one row, the latest grading
-    save(root / week1, "stud-carol", result("stud-carol", "c1", [gelu(10, 1.0), problem("softmax", 2)], graded_at="2026-03-01T09:00:00+00:00"))
-    save(root / week2, "stud-carol", result("stud-carol", "c1", [gelu(10, 1.0), problem("softmax", 2)], graded_at="2026-03-08T09:30:00+00:00"))
+    save(
+        root / week1,
+        "stud-carol",
+        result("stud-carol", "c1", [gelu(10, 1.0), problem("softmax", 2)], graded_at="2026-03-01T09:00:00+00:00"),
+    )
+    save(
+        root / week2,
+        "stud-carol",
+        result("stud-carol", "c1", [gelu(10, 1.0), problem("softmax", 2)], graded_at="2026-03-08T09:30:00+00:00"),
+    )
     # dave: the top score, but timing below the roofline: flagged, not ranked
-    save(root / week2, "stud-dave", result("stud-dave", "d1", [gelu(10, 0.01, flags=["median below the roofline floor"]), problem("softmax", 10)]))
+    save(
+        root / week2,
+        "stud-dave",
+        result("stud-dave", "d1", [gelu(10, 0.01, flags=["median below the roofline floor"]), problem("softmax", 10)]),
+    )
     # erin: called the PyTorch op: kernel check failed
-    save(root / week2, "stud-erin", result("stud-erin", "e1", [problem("gelu", 0, kernel_check="called aten::gelu"), problem("softmax", 4)]))
+    save(
+        root / week2,
+        "stud-erin",
+        result("stud-erin", "e1", [problem("gelu", 0, kernel_check="called aten::gelu"), problem("softmax", 4)]),
+    )
     # frank: grading itself failed
     save(root / week2, "stud-frank", result("stud-frank", "f1", [], status="error"))
     # gina: no student id in the record: the folder names her
@@ -148,7 +220,9 @@ def names_of(rows: list[dict[str, Any]], kind: str = "student") -> list[str]:
 @pytest.fixture
 def site(grades: Path, tmp_path: Path) -> Path:
     names = tmp_path / "names.csv"
-    names.write_text("student,display_name\nstud-alice,Alice\nstud-bob,Bob\nstud-carol,Carol\nstud-dave,Dave\nstud-erin,Erin\n")
+    names.write_text(
+        "student,display_name\nstud-alice,Alice\nstud-bob,Bob\nstud-carol,Carol\nstud-dave,Dave\nstud-erin,Erin\n"
+    )
     out = tmp_path / "site"
     assert run([str(grades), "--out", str(out), "--names", str(names), "--title", "Kernels 2026"]) == 0
     return out
@@ -259,7 +333,9 @@ def test_select_breaks_exact_ties_by_latest_grading(tmp_path: Path) -> None:
 
 def test_a_failed_regrade_does_not_hide_a_graded_run(tmp_path: Path) -> None:
     good = leaderboard.Entry(tmp_path / "a", result("s", "1", [gelu(5, 1.0)], graded_at="2026-01-01T00:00:00Z"), "s")
-    crash = leaderboard.Entry(tmp_path / "b", result("s", "1", [], status="error", graded_at="2026-02-01T00:00:00Z"), "s")
+    crash = leaderboard.Entry(
+        tmp_path / "b", result("s", "1", [], status="error", graded_at="2026-02-01T00:00:00Z"), "s"
+    )
     assert leaderboard.select([good, crash], warn=lambda m: None).ranked == [good]
 
 
@@ -295,7 +371,11 @@ def test_problem_table_has_shapes_reference_and_pytorch_rows(site: Path) -> None
     ref = next(r for r in gelu_table["rows"] if r["kind"] == "reference")
     torch = next(r for r in gelu_table["rows"] if r["kind"] == "pytorch")
     assert ref["speedup"] == 1.0 and ref["shapes"][0]["ms"] == 1.0 and ref["shapes"][0]["speedup"] == 1.0
-    assert torch["shapes"][0] == {"ms": 1.6, "speedup": pytest.approx(1 / 1.6), "achieved": pytest.approx(100 / 1.6, rel=1e-3)}
+    assert torch["shapes"][0] == {
+        "ms": 1.6,
+        "speedup": pytest.approx(1 / 1.6),
+        "achieved": pytest.approx(100 / 1.6, rel=1e-3),
+    }
     # measured rows sorted by speedup, the marked rows among them; unmeasured ones last
     speedups = [r["speedup"] for r in gelu_table["rows"] if r["speedup"] is not None]
     assert speedups == sorted(speedups, reverse=True)
@@ -353,7 +433,11 @@ def test_pseudonyms_are_stable_salted_and_hide_the_ids(grades: Path, tmp_path: P
     b = leaderboard.build_site([grades], tmp_path / "b")
     c = leaderboard.build_site([grades], tmp_path / "c", salt="a private course key")
     staff = json.loads((tmp_path / "a-staff" / "staff.json").read_text())
-    shown = names_of(a["ranking"]) + [r["name"] for r in staff["rows"] if not r["ranked"]] + [r["name"] for r in staff["not_graded"]]
+    shown = (
+        names_of(a["ranking"])
+        + [r["name"] for r in staff["rows"] if not r["ranked"]]
+        + [r["name"] for r in staff["not_graded"]]
+    )
     assert len(shown) == 7 and len(set(shown)) == 7
     assert all(PSEUDONYM.match(name) for name in shown)
     assert names_of(a["ranking"]) == names_of(b["ranking"])
@@ -365,7 +449,11 @@ def test_pseudonyms_are_stable_salted_and_hide_the_ids(grades: Path, tmp_path: P
 
 
 def test_pseudonym_collisions_get_longer_suffixes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(leaderboard.names, "pseudonym", lambda student, salt, digits=4: f"same-{student[-1] * digits}" if digits > 4 else "same-name")
+    monkeypatch.setattr(
+        leaderboard.names,
+        "pseudonym",
+        lambda student, salt, digits=4: f"same-{student[-1] * digits}" if digits > 4 else "same-name",
+    )
     shown = leaderboard.display_names(["s1", "s2", "s3"], "salt", {"s3": "Named"})
     assert shown == {"s1": "same-11111111", "s2": "same-22222222", "s3": "Named"}
 
@@ -387,7 +475,9 @@ def test_names_file_as_json(grades: Path, tmp_path: Path) -> None:
         ("names.json", '["stud-alice"]', "names.json: expected a JSON object"),
     ],
 )
-def test_bad_names_file_exits_2_naming_it(grades: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, message: str) -> None:
+def test_bad_names_file_exits_2_naming_it(
+    grades: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, message: str
+) -> None:
     names = tmp_path / name
     names.write_text(text)
     assert run([str(grades), "--out", str(tmp_path / "site"), "--names", str(names)]) == 2
@@ -430,7 +520,9 @@ def test_embedded_json_cannot_break_out_of_its_script(grades: Path, tmp_path: Pa
     assert names_of(data["ranking"])[0] == evil
 
 
-def test_rebuild_with_source_date_epoch_is_identical(grades: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rebuild_with_source_date_epoch_is_identical(
+    grades: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
     leaderboard.build_site([grades], tmp_path / "a")
     data = leaderboard.build_site([grades], tmp_path / "b")
@@ -443,7 +535,9 @@ def test_rebuild_with_source_date_epoch_is_identical(grades: Path, tmp_path: Pat
 # bad input
 
 
-def test_malformed_result_is_skipped_with_a_warning_naming_it(grades: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_malformed_result_is_skipped_with_a_warning_naming_it(
+    grades: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     broken = grades / "week2" / "stud-zed" / "result.json"
     broken.parent.mkdir()
     broken.write_text('{"schema_version": 1, "score": "lots"')
@@ -534,7 +628,16 @@ def test_site_in_headless_chromium(served: str, site: Path, tmp_path: Path) -> N
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
     data, _ = read_site(site)
     expected = [r["name"] for r in data["ranking"]]
-    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=args, timeout=20_000)
         try:
@@ -567,7 +670,9 @@ def test_site_in_headless_chromium(served: str, site: Path, tmp_path: Path) -> N
             assert _column(page, "ranking-table", ".name .label") == by_name[::-1]
 
             # a numeric column: fastest first, rows without a number (not measured) stay last
-            page.locator("#table-gelu thead tr:last-child th", has_text="speedup").click()  # was descending: now ascending
+            page.locator(
+                "#table-gelu thead tr:last-child th", has_text="speedup"
+            ).click()  # was descending: now ascending
             speedups = [float(t.lstrip("×")) for t in _column(page, "table-gelu", ".speedup") if t.startswith("×")]
             assert speedups == sorted(speedups)
 

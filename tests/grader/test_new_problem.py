@@ -78,7 +78,21 @@ def test_the_toy_problem_is_graded_end_to_end(course: Path) -> None:
     spec = course / "assignment" / "assignment.toml"
     for submission, score in (("reference", 4), ("student_template", 0)):
         out = course / "grades" / submission
-        proc = run(course, "-c", GRADE, "grade", submission, "--spec", str(spec), "--device", "cpu", "--problems", "relu", "--out", str(out))
+        proc = run(
+            course,
+            "-c",
+            GRADE,
+            "grade",
+            submission,
+            "--spec",
+            str(spec),
+            "--device",
+            "cpu",
+            "--problems",
+            "relu",
+            "--out",
+            str(out),
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         (relu,) = json.loads((out / "result.json").read_text())["problems"]
         assert relu["name"] == "relu" and relu["score"] == score, relu
@@ -88,6 +102,8 @@ def test_the_toy_problem_is_graded_end_to_end(course: Path) -> None:
 
 
 def test_the_toy_problems_public_tests_run_in_the_handout(course: Path) -> None:
-    proc = run(course, "-m", "pytest", "handout/test_relu.py", "--submission", "reference", "-q", "-p", "no:cacheprovider")
+    proc = run(
+        course, "-m", "pytest", "handout/test_relu.py", "--submission", "reference", "-q", "-p", "no:cacheprovider"
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "2 passed" in proc.stdout.splitlines()[-1], proc.stdout[-1000:]

@@ -26,7 +26,8 @@ def test_import_error_exit_and_hang_cost_only_their_problem(make_submission, tmp
         gelu=CORRECT_GELU,
         softmax="raise ImportError('no such thing')\n",
         matmul="import sys\nsys.exit(4)\n",
-        flash_attention="import time\ndef flash_attention(q, k, v, is_causal=False):\n    while True:\n        time.sleep(0.1)\n",
+        flash_attention="import time\ndef flash_attention(q, k, v, is_causal=False):\n    while True:\n        "
+        "time.sleep(0.1)\n",
     )
     spec = spec_with_limit(tmp_path / "spec", "flash_attention", 8)
     result = grade(folder, tmp_path / "out", "--spec", str(spec))
@@ -78,15 +79,23 @@ def test_problems_checked_at_once_grade_as_one_at_a_time(make_submission, tmp_pa
     folder = make_submission(
         gelu=CORRECT_GELU,
         softmax="raise ImportError('no such thing')\n",
-        flash_attention="import time\ndef flash_attention(q, k, v, is_causal=False):\n    while True:\n        time.sleep(0.1)\n",
+        flash_attention="import time\ndef flash_attention(q, k, v, is_causal=False):\n    while True:\n        "
+        "time.sleep(0.1)\n",
     )
-    args = ("--problems", "gelu,softmax,flash_attention", "--spec", str(spec_with_limit(tmp_path / "spec", "flash_attention", 10)))
+    args = (
+        "--problems",
+        "gelu,softmax,flash_attention",
+        "--spec",
+        str(spec_with_limit(tmp_path / "spec", "flash_attention", 10)),
+    )
     together = by_name(grade(folder, tmp_path / "a", *args, "--parallel", "3"))
     apart = by_name(grade(folder, tmp_path / "b", *args, "--parallel", "1"))
     assert list(together) == list(apart) == ["gelu", "softmax", "flash_attention"]
     for name in together:
         assert together[name]["score"] == apart[name]["score"]
-        assert [(t["name"], t["status"]) for t in together[name]["tests"]] == [(t["name"], t["status"]) for t in apart[name]["tests"]]
+        assert [(t["name"], t["status"]) for t in together[name]["tests"]] == [
+            (t["name"], t["status"]) for t in apart[name]["tests"]
+        ]
     assert together["gelu"]["score"] == 10
     assert "time limit of 10 s" in together["flash_attention"]["tests"][0]["message"]
 

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CORRECT = ROOT / "examples" / "submissions" / "correct"
 
 
-def test_pack_runs_the_public_tests_and_the_batch_accepts_the_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_pack_runs_the_public_tests_and_the_batch_accepts_the_archive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "mine"
     shutil.copytree(CORRECT, folder)
     (folder / "__pycache__").mkdir()
@@ -38,7 +40,9 @@ def test_pack_runs_the_public_tests_and_the_batch_accepts_the_archive(tmp_path: 
     assert task.sha == submission_hash(folder)
 
 
-def test_failing_tests_are_reported_and_the_archive_still_built(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failing_tests_are_reported_and_the_archive_still_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "stub.tar.gz"
     assert cli.main(["pack", str(ROOT / "student_template"), "--out", str(out), "--problems", "gelu"]) == 0
     assert "did not all pass" in " ".join(capsys.readouterr().err.split())

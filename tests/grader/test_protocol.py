@@ -32,7 +32,9 @@ TIME = protocol.TimeRequest(**SHAPE, budget_s=0.25, min_s=0.05, warm=True, profi
 LOOP = protocol.LoopRequest(**SHAPE, rounds=20)
 
 
-def through_pipe(message: protocol.Message, blob: bytes, expected: dict[str, type[protocol.Message]]) -> tuple[protocol.Message, bytes]:
+def through_pipe(
+    message: protocol.Message, blob: bytes, expected: dict[str, type[protocol.Message]]
+) -> tuple[protocol.Message, bytes]:
     """Send `message` as the worker does and read it back as the sandbox does."""
     read, write = os.pipe()
     try:
@@ -62,11 +64,20 @@ def test_the_greetings_the_worker_sends_parse() -> None:
 
 def test_an_honest_call_reply_parses_with_its_payload() -> None:
     inputs = GELU.make_inputs(CASE, torch.Generator().manual_seed(3))
-    reply, blob = worker.handle_call("gelu", lambda x: torch.nn.functional.gelu(x, approximate="tanh"), CALL, protocol.pack_tensors(inputs), "cpu", Path("/nowhere"))
+    reply, blob = worker.handle_call(
+        "gelu",
+        lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+        CALL,
+        protocol.pack_tensors(inputs),
+        "cpu",
+        Path("/nowhere"),
+    )
     parsed, payload = through_pipe(reply, blob, CALL.replies)
     assert parsed == reply and isinstance(parsed, protocol.Called)
     assert parsed.profile is not None and "aten::gelu" in parsed.profile.aten_ops
-    assert torch.equal(protocol.unpack_tensors(payload)["out"], torch.nn.functional.gelu(inputs["x"], approximate="tanh"))
+    assert torch.equal(
+        protocol.unpack_tensors(payload)["out"], torch.nn.functional.gelu(inputs["x"], approximate="tanh")
+    )
 
 
 def test_an_honest_error_reply_parses() -> None:
@@ -77,7 +88,9 @@ def test_an_honest_error_reply_parses() -> None:
     here = Path(__file__).parent  # the "submission" whose frames the traceback keeps
     reply, blob = worker.handle_call("gelu", broken, CALL, protocol.pack_tensors(inputs), "cpu", here)
     parsed, _ = through_pipe(reply, blob, CALL.replies)
-    assert isinstance(parsed, protocol.Failed) and parsed.type == "ValueError" and "block size too large" in parsed.message
+    assert (
+        isinstance(parsed, protocol.Failed) and parsed.type == "ValueError" and "block size too large" in parsed.message
+    )
     assert "raise ValueError" in parsed.traceback and not parsed.fatal
 
 
@@ -89,7 +102,12 @@ def test_honest_timing_replies_parse() -> None:
         rounds.before(index % 2)
         rounds.after(GELU.timed(lambda x: x * 2, sets[index % 2])(), chunk_end=index == 2)
     verified, samples = rounds.drain()
-    timed = protocol.Timed(samples_s=[1e-3, 2e-3, 3e-3], triton_launches=3, profile=protocol.Profile(aten_ops=[], triton_launches=1), verified=verified)
+    timed = protocol.Timed(
+        samples_s=[1e-3, 2e-3, 3e-3],
+        triton_launches=3,
+        profile=protocol.Profile(aten_ops=[], triton_launches=1),
+        verified=verified,
+    )
     parsed, payload = through_pipe(timed, protocol.pack_tensors(samples), TIME.replies)
     assert parsed == timed and isinstance(parsed, protocol.Timed) and parsed.verified[-1].round == 2
     assert protocol.unpack_tensors(payload).keys() == samples.keys()
@@ -124,8 +142,20 @@ def test_a_malformed_request_is_refused() -> None:
 # -- forged replies are refused, naming what was wrong --------------------------------------------------
 
 
-OK_CALL = {"status": "ok", "meta": {}, "inputs_changed": ["x"], "triton_launches": 1, "profile": {"aten_ops": ["aten::empty"], "gpu_kernels": [], "triton_launches": 1}, "call_s": 0.01}
-OK_TIME = {"status": "ok", "samples_s": [1e-3, 2e-3], "triton_launches": 2, "verified": [{"round": 0, "outputs": {}, "issues": []}]}
+OK_CALL = {
+    "status": "ok",
+    "meta": {},
+    "inputs_changed": ["x"],
+    "triton_launches": 1,
+    "profile": {"aten_ops": ["aten::empty"], "gpu_kernels": [], "triton_launches": 1},
+    "call_s": 0.01,
+}
+OK_TIME = {
+    "status": "ok",
+    "samples_s": [1e-3, 2e-3],
+    "triton_launches": 2,
+    "verified": [{"round": 0, "outputs": {}, "issues": []}],
+}
 
 
 @pytest.mark.parametrize(
@@ -152,12 +182,30 @@ OK_TIME = {"status": "ok", "samples_s": [1e-3, 2e-3], "triton_launches": 2, "ver
         (LOOP, {"status": "ok", "wall_s": "0.1", "triton_launches": 1}, "wall_s"),
     ],
     ids=[
-        "meta-not-dict", "changed-not-names", "ops-not-list", "ops-not-names", "profile-launches", "launches-text", "launches-bool",
-        "call-s-text", "meta-missing", "extra-field", "error-message", "error-fatal", "samples-text", "samples-bool",
-        "round-float", "round-outputs", "round-issues", "round-not-object", "loop-wall-text",
+        "meta-not-dict",
+        "changed-not-names",
+        "ops-not-list",
+        "ops-not-names",
+        "profile-launches",
+        "launches-text",
+        "launches-bool",
+        "call-s-text",
+        "meta-missing",
+        "extra-field",
+        "error-message",
+        "error-fatal",
+        "samples-text",
+        "samples-bool",
+        "round-float",
+        "round-outputs",
+        "round-issues",
+        "round-not-object",
+        "loop-wall-text",
     ],
 )
-def test_a_forged_reply_is_refused_naming_the_field(request_: protocol.CallRequest | protocol.TimeRequest | protocol.LoopRequest, header: dict[str, Any], named: str) -> None:
+def test_a_forged_reply_is_refused_naming_the_field(
+    request_: protocol.CallRequest | protocol.TimeRequest | protocol.LoopRequest, header: dict[str, Any], named: str
+) -> None:
     message = refused(header, request_.replies)
     assert message.startswith(f"malformed {header['status']!r} reply") and named in message, message
 
@@ -197,7 +245,10 @@ def test_frames_are_a_length_a_json_header_and_the_blob() -> None:
 
 
 def test_frames_too_large_are_refused_before_they_are_read() -> None:
-    for frame, reason in ((struct.pack("<Q", 1 << 40), "exceeds the 1048576-byte limit"), (struct.pack("<Q", 11) + b"not json!!!", "not JSON")):
+    for frame, reason in (
+        (struct.pack("<Q", 1 << 40), "exceeds the 1048576-byte limit"),
+        (struct.pack("<Q", 11) + b"not json!!!", "not JSON"),
+    ):
         read, write = os.pipe()
         os.write(write, frame)
         os.close(write)
@@ -218,10 +269,17 @@ def test_only_uncompressed_torch_save_archives_pass() -> None:
     protocol.check_archive(real)
     protocol.check_archive(b"")
     deflated = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(real)) as src, zipfile.ZipFile(deflated, "w", compression=zipfile.ZIP_DEFLATED) as out:
+    with (
+        zipfile.ZipFile(io.BytesIO(real)) as src,
+        zipfile.ZipFile(deflated, "w", compression=zipfile.ZIP_DEFLATED) as out,
+    ):
         for name in src.namelist():
             out.writestr(name, src.read(name))
-    for bad, reason in ((deflated.getvalue(), "compressed entries"), (pickle.dumps({"out": 1}), "not a torch.save archive"), (b"PK\x03\x04garbage", "not a readable archive")):
+    for bad, reason in (
+        (deflated.getvalue(), "compressed entries"),
+        (pickle.dumps({"out": 1}), "not a torch.save archive"),
+        (b"PK\x03\x04garbage", "not a readable archive"),
+    ):
         with pytest.raises(protocol.ProtocolError, match=reason):
             protocol.check_archive(bad)
 

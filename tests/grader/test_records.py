@@ -15,7 +15,16 @@ def test_round_trip(graded_reference: Path) -> None:
     assert result.schema_version == SCHEMA_VERSION
     assert Result.model_validate_json(result.model_dump_json()) == result
     data = json.loads(text)
-    for key in ("schema_version", "assignment", "submission", "environment", "score", "max_score", "duration_s", "problems"):
+    for key in (
+        "schema_version",
+        "assignment",
+        "submission",
+        "environment",
+        "score",
+        "max_score",
+        "duration_s",
+        "problems",
+    ):
         assert key in data
     assert set(data["assignment"]) >= {"name", "version"}
     assert set(data["submission"]) >= {"path", "sha256"}

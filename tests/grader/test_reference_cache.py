@@ -24,7 +24,13 @@ KEY = "0123456789abcdef" * 4  # Triton keys its cache by a hex hash
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """activate() writes these into the process environment: give them back afterwards."""
-    for name in ("TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING", "TRITON_CACHE_MANAGER", reference_cache.BASE_ENV, reference_cache.ENV):
+    for name in (
+        "TRITON_CACHE_DIR",
+        "TRITON_CACHE_AUTOTUNING",
+        "TRITON_CACHE_MANAGER",
+        reference_cache.BASE_ENV,
+        reference_cache.ENV,
+    ):
         monkeypatch.setenv(name, "placeholder")
         monkeypatch.delenv(name)
 

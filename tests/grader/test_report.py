@@ -13,10 +13,18 @@ TRACEBACK = "could not load gelu.triton_gelu: ModuleNotFoundError: No module nam
 
 
 def result() -> Result:
-    broken = [TestResult(name=f"gelu: case{i}", status="error", score=0, max_score=1.25, message=TRACEBACK) for i in range(8)]
+    broken = [
+        TestResult(name=f"gelu: case{i}", status="error", score=0, max_score=1.25, message=TRACEBACK) for i in range(8)
+    ]
     wrong = TestResult(name="softmax: ragged", status="failed", score=0, max_score=5, message="3 elements differ")
     right = [TestResult(name=f"softmax: ok{i}", status="passed", score=5, max_score=5) for i in range(2)]
-    fast = Performance(status="measured", score=10, max_score=10, ratio_geomean=2.1, review="rows: speed ratio 2.1 is above the review bound 1.5")
+    fast = Performance(
+        status="measured",
+        score=10,
+        max_score=10,
+        ratio_geomean=2.1,
+        review="rows: speed ratio 2.1 is above the review bound 1.5",
+    )
     return Result(
         assignment=AssignmentRef(name="triton-kernels", version="1"),
         submission=SubmissionRef(path="x", sha256="0" * 64, student="s-042"),
@@ -26,9 +34,33 @@ def result() -> Result:
         duration_s=1,
         graded_at="2026-01-01T00:00:00+00:00",
         problems=[
-            ProblemResult(name="softmax", title="Softmax", writeup_section="assignment/README.md#2-softmax", score=20, max_score=25, status="partial", tests=[*right, wrong], performance=fast),
-            ProblemResult(name="matmul", title="Matmul", writeup_section="assignment/README.md#3-matmul", score=0, max_score=0, status="passed"),
-            ProblemResult(name="gelu", title="GeLU", writeup_section="assignment/README.md#1-gelu", score=0, max_score=10, status="error", tests=broken),
+            ProblemResult(
+                name="softmax",
+                title="Softmax",
+                writeup_section="assignment/README.md#2-softmax",
+                score=20,
+                max_score=25,
+                status="partial",
+                tests=[*right, wrong],
+                performance=fast,
+            ),
+            ProblemResult(
+                name="matmul",
+                title="Matmul",
+                writeup_section="assignment/README.md#3-matmul",
+                score=0,
+                max_score=0,
+                status="passed",
+            ),
+            ProblemResult(
+                name="gelu",
+                title="GeLU",
+                writeup_section="assignment/README.md#1-gelu",
+                score=0,
+                max_score=10,
+                status="error",
+                tests=broken,
+            ),
         ],
     )
 
@@ -52,7 +84,10 @@ def test_the_student_finds_their_leaderboard_row(monkeypatch: pytest.MonkeyPatch
     assert leaderboard.pseudonym("s-042", "triton-kernels") in render_html(result())
     monkeypatch.setenv(leaderboard.SALT_ENV, "private key")
     html = render_html(result())
-    assert leaderboard.pseudonym("s-042", "private key") in html and leaderboard.pseudonym("s-042", "triton-kernels") not in html
+    assert (
+        leaderboard.pseudonym("s-042", "private key") in html
+        and leaderboard.pseudonym("s-042", "triton-kernels") not in html
+    )
 
 
 def test_a_review_is_shown_with_its_reason() -> None:

@@ -10,7 +10,16 @@ import pytest
 
 from grader import rescore
 from grader.fingerprint import fingerprint
-from grader.records import AssignmentRef, Environment, Finding, Performance, ProblemResult, Result, SubmissionRef, TestResult
+from grader.records import (
+    AssignmentRef,
+    Environment,
+    Finding,
+    Performance,
+    ProblemResult,
+    Result,
+    SubmissionRef,
+    TestResult,
+)
 from grader.spec import DEFAULT_SPEC, Assignment, load_assignment
 
 GELU_POINTS = "points = { correctness = 10, performance = 5 }"
@@ -33,7 +42,10 @@ def stored(assignment: Assignment, statuses: list[str], cheat: str | None = None
     cases = problem.suite_cases("cpu")
     assert len(statuses) == len(cases)
     share = problem.points.correctness / len(cases)
-    tests = [TestResult(name=f"gelu: {c.name}", status=s, score=share if s == "passed" else 0.0, max_score=share) for c, s in zip(cases, statuses)]  # type: ignore[arg-type]
+    tests = [
+        TestResult(name=f"gelu: {c.name}", status=s, score=share if s == "passed" else 0.0, max_score=share)
+        for c, s in zip(cases, statuses)
+    ]  # type: ignore[arg-type]
     if cheat:
         tests.append(TestResult(name="gelu: kernel check", status="failed", score=0, max_score=0, message=cheat))
     score = sum(t.score for t in tests)
@@ -47,7 +59,9 @@ def stored(assignment: Assignment, statuses: list[str], cheat: str | None = None
         findings=[Finding(file="gelu.py", line=1, rule="r", message="m")],
     )
     return Result(
-        assignment=AssignmentRef(name="triton-kernels", version=assignment.assignment.version, spec=fingerprint(assignment, ["gelu"], "cpu")),
+        assignment=AssignmentRef(
+            name="triton-kernels", version=assignment.assignment.version, spec=fingerprint(assignment, ["gelu"], "cpu")
+        ),
         submission=SubmissionRef(path="x", sha256="0" * 64),
         environment=Environment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
         score=score,
@@ -64,18 +78,25 @@ def test_points_change_only_the_scoring_half(tmp_path: Path) -> None:
     points = load_assignment(edited_spec(tmp_path, GELU_POINTS, "points = { correctness = 20, performance = 5 }"))
     a, b = fingerprint(base, ["gelu"], "cpu"), fingerprint(points, ["gelu"], "cpu")
     assert a.grading == b.grading and a.scoring != b.scoring
-    assert fingerprint(base, ["softmax"], "cpu") == fingerprint(points, ["softmax"], "cpu")  # another problem: untouched
+    assert fingerprint(base, ["softmax"], "cpu") == fingerprint(
+        points, ["softmax"], "cpu"
+    )  # another problem: untouched
 
 
 def test_tolerances_and_hidden_cases_change_the_grading_half(tmp_path: Path) -> None:
     base = fingerprint(load_assignment(DEFAULT_SPEC), ["gelu"], "cpu")
-    tol = load_assignment(edited_spec(tmp_path, "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 1e-4, rtol = 1e-5 }"))
+    tol = load_assignment(
+        edited_spec(tmp_path, "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 1e-4, rtol = 1e-5 }")
+    )
     assert fingerprint(tol, ["gelu"], "cpu").grading != base.grading
     public = load_assignment(DEFAULT_SPEC, hidden=False)
     assert fingerprint(public, ["gelu"], "cpu").grading != base.grading  # hidden CPU cases count
     gpu_case = load_assignment(edited_spec(tmp_path, "shape = [4096, 1000]", "shape = [4096, 1001]"))
     assert fingerprint(gpu_case, ["gelu"], "cpu").grading == base.grading  # a GPU case does not touch CPU grades
-    assert fingerprint(gpu_case, ["gelu"], "gpu").grading != fingerprint(load_assignment(DEFAULT_SPEC), ["gelu"], "gpu").grading
+    assert (
+        fingerprint(gpu_case, ["gelu"], "gpu").grading
+        != fingerprint(load_assignment(DEFAULT_SPEC), ["gelu"], "gpu").grading
+    )
 
 
 def test_rescore_applies_new_points_to_stored_verdicts(tmp_path: Path) -> None:
@@ -105,7 +126,9 @@ def test_a_cheat_stays_at_zero_when_rescored(tmp_path: Path) -> None:
 def test_a_new_tolerance_means_regrade(tmp_path: Path) -> None:
     base = load_assignment(DEFAULT_SPEC)
     old = stored(base, ["passed"] * len(base.problem("gelu").suite_cases("cpu")))
-    tol = load_assignment(edited_spec(tmp_path, "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 1e-4, rtol = 1e-5 }"))
+    tol = load_assignment(
+        edited_spec(tmp_path, "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 1e-4, rtol = 1e-5 }")
+    )
     decision = rescore.decide(old, tol)
     assert decision.action == "regrade" and "tolerances" in decision.reason
 
@@ -118,7 +141,12 @@ def test_the_rescore_command_rewrites_results_and_gradebook(tmp_path: Path, caps
     n = len(base.problem("gelu").suite_cases("cpu"))
     grades = tmp_path / "grades"
     commit_result(stored(base, ["passed"] * n), grades / "alice")
-    gradebook.write(grades, [gradebook.row("alice", stored(base, ["passed"] * n), ["gelu"])], ["gelu"], {"problems": ["gelu"], "mode": "in-process"})
+    gradebook.write(
+        grades,
+        [gradebook.row("alice", stored(base, ["passed"] * n), ["gelu"])],
+        ["gelu"],
+        {"problems": ["gelu"], "mode": "in-process"},
+    )
     tol = edited_spec(tmp_path, "float32 = { atol = 1e-5, rtol = 1e-5 }", "float32 = { atol = 1e-4, rtol = 1e-5 }")
     assert cli.main(["rescore", str(grades), "--spec", str(tol)]) == 0
     assert "need grading again" in " ".join(capsys.readouterr().err.split())

@@ -26,9 +26,11 @@ from grader.sandbox import (
     WorkerDied,
     WorkerTimeout,
     _process_ids,
-    _run_state as _state,
     lease_uid,
     plan_isolation,
+)
+from grader.sandbox import (
+    _run_state as _state,
 )
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="isolation levels need the grader to run as root")
@@ -43,7 +45,9 @@ def submission(tmp_path: Path, body: str, name: str = "sub") -> Path:
     return folder
 
 
-def run_worker(folder: Path, config: SandboxConfig | None = None, wait_s: float = 60) -> tuple[Worker, protocol.Message, list[dict]]:
+def run_worker(
+    folder: Path, config: SandboxConfig | None = None, wait_s: float = 60
+) -> tuple[Worker, protocol.Message, list[dict]]:
     """Start a worker, wait for its greeting, close it; return it, the greeting and its JSON lines."""
     worker = Worker(config or SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
     try:
@@ -98,7 +102,16 @@ say(grader_listing=sorted(os.listdir("{GRADER_ROOT}")))
     seen = said(lines)
     assert greeting.status == "ready", worker.output()
     assert worker.plan.level == "namespace"
-    for key in ("read_reference", "read_hidden", "list_git", "list_results", "read_result", "write_results", "read_secret", "write_etc"):
+    for key in (
+        "read_reference",
+        "read_hidden",
+        "list_git",
+        "list_results",
+        "read_result",
+        "write_results",
+        "read_secret",
+        "write_etc",
+    ):
         assert seen[key] != "allowed", (key, seen)
     assert seen["write_tmp"] == "allowed" and seen["write_home"] == "allowed", "a private /tmp and home stay usable"
     assert not Path("/tmp/grader-sandbox-test-marker").exists(), "the worker's /tmp is its own"
@@ -107,7 +120,9 @@ say(grader_listing=sorted(os.listdir("{GRADER_ROOT}")))
     assert seen["uid"] in TRANSIENT_UIDS and seen["gid"] == seen["uid"] and seen["groups"] == []
     assert seen["pids"] == [seen["me"]] and not seen["parent_visible"], "hidepid: no other process is visible"
     assert not any("SECRET" in k for k in seen["env"])
-    assert seen["grader_listing"] == sorted(p.name for p in [GRADER_ROOT / "grader", GRADER_ROOT / ".venv"] if p.exists())
+    assert seen["grader_listing"] == sorted(
+        p.name for p in [GRADER_ROOT / "grader", GRADER_ROOT / ".venv"] if p.exists()
+    )
 
 
 def test_the_worker_cannot_make_namespaces_or_mounts(tmp_path: Path) -> None:
@@ -143,7 +158,9 @@ say(seccomp=[l.split()[1] for l in open("/proc/self/status") if l.startswith("Se
     assert worker.isolation == worker.plan.level, "with the filter, the recorded isolation is the plain level"
 
 
-def test_without_the_filter_the_worker_runs_and_the_record_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_filter_the_worker_runs_and_the_record_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An architecture without a filter here (or a kernel without seccomp) still grades, and says so."""
     monkeypatch.setattr(seccomp, "available", lambda: False)
     worker, greeting, _lines = run_worker(submission(tmp_path, ""))
@@ -229,7 +246,9 @@ def test_plan_covers_the_checkout_and_tmp_but_never_the_runtime() -> None:
 
 
 @needs_root
-def test_without_a_mount_namespace_the_worker_still_drops_to_its_own_uid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_mount_namespace_the_worker_still_drops_to_its_own_uid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """As in Docker without CAP_SYS_ADMIN: unshare fails, the worker runs at the "uid" level."""
     from grader import sandbox
 
@@ -343,10 +362,19 @@ FRAME = "import struct\nREPLY = int(sys.argv[sys.argv.index('--rep-fd') + 1])\n"
         ("struct.pack('<Q', 5) + b'nope!'", "header is not JSON"),
         ("struct.pack('<Q', 1 << 40)", "exceeds the 1048576-byte limit"),
         ("struct.pack('<Q', 2) + b'[]'", "header is not a JSON object"),
-        ("(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'ready', 'blob': 1 << 40}).encode())", "payload size"),
+        (
+            "(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'ready', 'blob': 1 << 40}).encode())",
+            "payload size",
+        ),
         ("(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 7}).encode())", "has no status"),
-        ("(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'import_error', 'type': 'E', 'message': 'm', 'fatal': 'yes'}).encode())", "fatal: Input should be a valid boolean"),
-        ("(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'ok'}).encode())", "a reply of status 'ok' where 'ready' or 'import_error' was due"),
+        (
+            "(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'import_error', 'type': 'E', 'message': 'm', 'fatal': 'yes'}).encode())",
+            "fatal: Input should be a valid boolean",
+        ),
+        (
+            "(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'ok'}).encode())",
+            "a reply of status 'ok' where 'ready' or 'import_error' was due",
+        ),
     ],
     ids=["not-json", "huge-header", "not-an-object", "huge-payload", "no-status", "wrong-type", "not-a-greeting"],
 )

@@ -51,15 +51,18 @@ def test_each_pattern_is_reported_with_file_and_line(tmp_path: Path) -> None:
         },
     )
     expected = {
-        ("gelu.py", 1, "gc-walk"), ("gelu.py", 1, "native-code"),
+        ("gelu.py", 1, "gc-walk"),
+        ("gelu.py", 1, "native-code"),
         ("gelu.py", 3, "dynamic-import"),
         ("gelu.py", 4, "frame-walk"),
         ("gelu.py", 5, "gc-walk"),
         ("gelu.py", 6, "monkeypatch"),
-        ("gelu.py", 7, "file-access"), ("gelu.py", 7, "suspicious-string"),
+        ("gelu.py", 7, "file-access"),
+        ("gelu.py", 7, "suspicious-string"),
         ("gelu.py", 9, "env-probe"),
         ("gelu.py", 10, "profiler-access"),
-        ("gelu.py", 11, "monkeypatch"), ("gelu.py", 11, "harness-access"),
+        ("gelu.py", 11, "monkeypatch"),
+        ("gelu.py", 11, "harness-access"),
         ("gelu.py", 12, "dynamic-code"),
         ("gelu.py", 13, "side-stream"),
         ("helpers/util.py", 1, "grader-import"),
@@ -94,7 +97,11 @@ def test_honest_code_has_no_findings() -> None:
 
 @pytest.mark.parametrize(
     "entry",
-    [pytest.param(e, id=e["name"]) for e in tomllib.loads((CORPUS / "corpus.toml").read_text())["attack"] if e.get("findings") and "make" not in e],
+    [
+        pytest.param(e, id=e["name"])
+        for e in tomllib.loads((CORPUS / "corpus.toml").read_text())["attack"]
+        if e.get("findings") and "make" not in e
+    ],
 )
 def test_the_corpus_is_flagged_where_its_table_says(entry: dict) -> None:
     """The scan alone, on every corpus submission that the table expects it to flag."""
@@ -102,7 +109,10 @@ def test_the_corpus_is_flagged_where_its_table_says(entry: dict) -> None:
     module = f"{load_assignment(hidden=False).problem(entry['problem']).module}.py"
     rules = {f.rule for f in findings if f.file == module}
     assert set(entry["findings"]) <= rules, (entry["findings"], sorted(rules))
-    assert all(f.line > 0 for f in findings if f.file == module and f.rule != "syntax-error") or entry["name"] == "syntax-error"
+    assert (
+        all(f.line > 0 for f in findings if f.file == module and f.rule != "syntax-error")
+        or entry["name"] == "syntax-error"
+    )
 
 
 def test_syntax_error_is_reported_at_its_line() -> None:

@@ -39,7 +39,13 @@ def test_cheat_zeroes_every_case() -> None:
 
 @pytest.mark.parametrize(
     ("statuses", "fatal", "expected"),
-    [(["passed", "passed"], False, "passed"), (["failed", "failed"], False, "failed"), (["error", "error"], False, "error"), (["passed", "error"], False, "partial"), (["passed"], True, "error")],
+    [
+        (["passed", "passed"], False, "passed"),
+        (["failed", "failed"], False, "failed"),
+        (["error", "error"], False, "error"),
+        (["passed", "error"], False, "partial"),
+        (["passed"], True, "error"),
+    ],
 )
 def test_problem_status(statuses: list[str], fatal: bool, expected: str) -> None:
     tests = make_tests(*statuses)

@@ -82,13 +82,19 @@ def test_minimal_spec_and_hidden_merge(tmp_path: Path) -> None:
     ("edit", "fragments"),
     [
         (lambda t: t.replace("time_limit_s = 10", 'time_limit_s = "soon"'), ["time_limit_s", "soon"]),
-        (lambda t: t.replace('points = { correctness = 10, performance = 5 }', "points = { correctness = 10 }"), ["points.performance", "Field required"]),
+        (
+            lambda t: t.replace("points = { correctness = 10, performance = 5 }", "points = { correctness = 10 }"),
+            ["points.performance", "Field required"],
+        ),
         (lambda t: t.replace('dtype = "float32"\n', 'dtype = "float64"\n'), ["cases[a].dtype", "float64"]),
         (lambda t: t.replace("shape = [4, 4]", "shape = [4, 4]\nshapes = 1"), ["cases[a].shapes", "Extra inputs"]),
         (lambda t: t.replace('name = "gelu"', 'name = "relu"'), ["relu", "not a known problem"]),
         (lambda t: t.replace("float16 = { atol = 1e-3, rtol = 1e-3 }\n", ""), ["tolerance", "float16"]),
         (lambda t: t.replace("[[problems.cases]]", "[[problems.cases]]\n[[problems.cases]]"), ["problems[gelu].cases"]),
-        (lambda t: t + "[[problems.cases]]\nname = \"a\"\nshape = [2]\ndtype = \"float32\"\n", ["repeats case names", "'a'"]),
+        (
+            lambda t: t + '[[problems.cases]]\nname = "a"\nshape = [2]\ndtype = "float32"\n',
+            ["repeats case names", "'a'"],
+        ),
         (lambda t: t.replace("[assignment]", "[assignment\n"), ["not valid TOML"]),
     ],
 )

@@ -33,13 +33,21 @@ def error_of(path: Path) -> str:
 
 
 def test_threshold_errors_name_the_problem(tmp_path: Path) -> None:
-    message = error_of(edited(tmp_path, "thresholds = { full_at = 0.9, zero_at = 0.3 }", "thresholds = { full_at = 0.9, zero_at = 0.95 }"))
+    message = error_of(
+        edited(
+            tmp_path, "thresholds = { full_at = 0.9, zero_at = 0.3 }", "thresholds = { full_at = 0.9, zero_at = 0.95 }"
+        )
+    )
     assert "problems[gelu].thresholds" in message and "problems.0" not in message
 
 
 def test_a_forbidden_op_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     message = error_of(edited(tmp_path, '"aten::gelu", ', '"aten::gelux", '))
-    assert "problems[gelu].forbidden_ops" in message and "'aten::gelux'" in message and "did you mean aten::gelu" in message
+    assert (
+        "problems[gelu].forbidden_ops" in message
+        and "'aten::gelux'" in message
+        and "did you mean aten::gelu" in message
+    )
 
 
 def test_every_forbidden_op_of_the_real_spec_exists() -> None:
@@ -51,7 +59,11 @@ def test_every_forbidden_op_of_the_real_spec_exists() -> None:
 
 def test_an_absurd_case_size_is_refused_with_the_limit(tmp_path: Path) -> None:
     message = error_of(edited(tmp_path, "shape = [64, 64]", "shape = [100000, 1000000]"))
-    assert "problems[gelu].cases[cpu-square-fp32]" in message and f"{MAX_CASE_ELEMENTS['cpu']:.3g}" in message and "cpu suite" in message
+    assert (
+        "problems[gelu].cases[cpu-square-fp32]" in message
+        and f"{MAX_CASE_ELEMENTS['cpu']:.3g}" in message
+        and "cpu suite" in message
+    )
 
 
 def test_the_cli_prints_the_location_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

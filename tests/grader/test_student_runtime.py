@@ -57,7 +57,8 @@ def test_without_it_dynamo_gives_up_after_its_default() -> None:
 
 PROBE = """
 import json, torch._dynamo.config as dynamo
-print(json.dumps({"recompile_limit": dynamo.recompile_limit, "accumulated": dynamo.accumulated_recompile_limit}), flush=True)
+seen = {"recompile_limit": dynamo.recompile_limit, "accumulated": dynamo.accumulated_recompile_limit}
+print(json.dumps(seen), flush=True)
 
 def triton_gelu(x):
     return x
@@ -65,14 +66,23 @@ def triton_gelu(x):
 
 
 def test_the_worker_applies_them_before_the_submission_is_imported(tmp_path: Path) -> None:
-    assert printed_at_import(tmp_path, PROBE) == {"recompile_limit": student_runtime.RECOMPILE_LIMIT, "accumulated": student_runtime.ACCUMULATED_RECOMPILE_LIMIT}
+    assert printed_at_import(tmp_path, PROBE) == {
+        "recompile_limit": student_runtime.RECOMPILE_LIMIT,
+        "accumulated": student_runtime.ACCUMULATED_RECOMPILE_LIMIT,
+    }
 
 
 def test_the_handout_applies_the_same_ones() -> None:
-    code = "import grader.handout_support, torch._dynamo.config as d; print(d.recompile_limit, d.accumulated_recompile_limit)"
+    code = (
+        "import grader.handout_support, torch._dynamo.config as d; print(d.recompile_limit, "
+        "d.accumulated_recompile_limit)"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert done.stdout.split() == [str(student_runtime.RECOMPILE_LIMIT), str(student_runtime.ACCUMULATED_RECOMPILE_LIMIT)], done.stderr[-2000:]
+    assert done.stdout.split() == [
+        str(student_runtime.RECOMPILE_LIMIT),
+        str(student_runtime.ACCUMULATED_RECOMPILE_LIMIT),
+    ], done.stderr[-2000:]
 
 
 def test_the_write_up_states_the_limit() -> None:

@@ -14,8 +14,9 @@ import itertools
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
@@ -38,7 +39,9 @@ _names = itertools.count()
 
 # CPU tensors through Triton's interpreter (tests/conftest.py turns it on where there is no GPU);
 # on a GPU the same logic runs for real in the grader's GPU tests and the corpora
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs on CPU tensors through Triton's interpreter")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1", reason="runs on CPU tensors through Triton's interpreter"
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -69,7 +72,9 @@ def matmul_case(**fields: Any) -> Any:
     return REGISTRY["matmul"].case_model(name="bench", m=130, n=48, k=32, dtype="float32", **fields)
 
 
-def run_rounds(problem: str, case: Any, fn: Callable[..., Any], rounds: int, chunk: int = 8, refill: bool = True) -> tuple[list[str], list[dict[str, Any]], FreshRounds]:
+def run_rounds(
+    problem: str, case: Any, fn: Callable[..., Any], rounds: int, chunk: int = 8, refill: bool = True
+) -> tuple[list[str], list[dict[str, Any]], FreshRounds]:
     """`rounds` timed rounds in the order the timing loop runs them; the flags they earn."""
     kind = REGISTRY[problem]
     seeds = ShapeSeeds.draw("test-secret", problem, case)
@@ -83,7 +88,11 @@ def run_rounds(problem: str, case: Any, fn: Callable[..., Any], rounds: int, chu
         hooks.after(result, (i + 1) % chunk == 0 or i == rounds - 1)
     verified, payload = hooks.drain()
     checking = kind.make_inputs(case, generator(seeds.inputs))
-    return verify_rounds(kind, SPEC.problem(problem), case, seeds, 0, rounds, verified, payload, checking), verified, hooks
+    return (
+        verify_rounds(kind, SPEC.problem(problem), case, seeds, 0, rounds, verified, payload, checking),
+        verified,
+        hooks,
+    )
 
 
 def test_honest_twin_of_partial_work_passes() -> None:
@@ -147,7 +156,17 @@ def test_a_round_left_out_is_flagged() -> None:
     seeds = ShapeSeeds.draw("test-secret", "matmul", case)
     _, verified, _ = run_rounds("matmul", case, honest.triton_matmul, rounds=8, chunk=8)
     assert [v.round for v in verified][-1] == 7
-    flags = verify_rounds(kind, SPEC.problem("matmul"), case, seeds, 0, 8, verified[:-1], {}, kind.make_inputs(case, generator(seeds.inputs)))
+    flags = verify_rounds(
+        kind,
+        SPEC.problem("matmul"),
+        case,
+        seeds,
+        0,
+        8,
+        verified[:-1],
+        {},
+        kind.make_inputs(case, generator(seeds.inputs)),
+    )
     assert flags and "were not checked" in flags[0]
 
 
@@ -167,10 +186,13 @@ def test_a_subclass_returned_from_timed_calls_breaks_the_output_contract() -> No
     assert flags and "expected exactly torch.Tensor" in flags[0]
 
 
-@pytest.mark.parametrize("problem, case_fields", [
-    ("gelu", {"shape": [6, 70], "dtype": "float16"}),
-    ("softmax", {"shape": [5, 5000], "dtype": "float32"}),  # wider than one sample of columns
-])
+@pytest.mark.parametrize(
+    "problem, case_fields",
+    [
+        ("gelu", {"shape": [6, 70], "dtype": "float16"}),
+        ("softmax", {"shape": [5, 5000], "dtype": "float32"}),  # wider than one sample of columns
+    ],
+)
 def test_one_tensor_problems_sample_rows_and_columns(problem: str, case_fields: dict[str, Any]) -> None:
     reference = load(ROOT / "reference" / f"{problem}.py")
     fn = getattr(reference, SPEC.problem(problem).function)
@@ -192,7 +214,9 @@ def _attention_with_torch_backward(forward_matmul: bool) -> Callable[..., torch.
 
     class TorchBackward(reference.FlashAttention2):
         @staticmethod
-        def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
+        def forward(
+            ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+        ) -> torch.Tensor:
             if forward_matmul:
                 torch.matmul(q, k.transpose(-1, -2))
             return reference.FlashAttention2.forward(ctx, q, k, v, is_causal)
@@ -209,7 +233,12 @@ def _attention_with_torch_backward(forward_matmul: bool) -> Callable[..., torch.
             dv = torch.matmul(p.transpose(-1, -2), do)
             dp = torch.matmul(do, v.float().transpose(-1, -2))
             ds = p * (dp - (do * o.float()).sum(-1, keepdim=True)) * scale
-            return torch.matmul(ds, k.float()).to(q.dtype), torch.matmul(ds.transpose(-1, -2), q.float()).to(k.dtype), dv.to(v.dtype), None
+            return (
+                torch.matmul(ds, k.float()).to(q.dtype),
+                torch.matmul(ds.transpose(-1, -2), q.float()).to(k.dtype),
+                dv.to(v.dtype),
+                None,
+            )
 
     return lambda q, k, v, is_causal=False: TorchBackward.apply(q, k, v, is_causal)
 

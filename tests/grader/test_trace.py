@@ -19,7 +19,9 @@ def test_spans_print_only_when_asked(monkeypatch: pytest.MonkeyPatch, capsys: py
     assert lines[1] == "[trace]    1.500 s  gelu case-a in the worker"
 
 
-def test_a_span_still_reports_when_its_body_raises(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_span_still_reports_when_its_body_raises(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("GRADER_TRACE", "1")
     with pytest.raises(ValueError):
         with trace.span("matmul", "expected"):
@@ -27,7 +29,9 @@ def test_a_span_still_reports_when_its_body_raises(monkeypatch: pytest.MonkeyPat
     assert "matmul expected" in capsys.readouterr().err
 
 
-def test_a_forged_duration_is_skipped_not_trusted(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_forged_duration_is_skipped_not_trusted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The worker reports its call's duration; a submission that forges the reply must not crash the grader."""
     for enabled in ("", "1"):
         monkeypatch.setenv("GRADER_TRACE", enabled)

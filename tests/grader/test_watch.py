@@ -26,9 +26,20 @@ def test_guard_restores_and_names_every_replacement() -> None:
         torch.allclose = lambda *a, **k: True
         changed = guard.restore()
     finally:
-        time.perf_counter, builtins.sorted, torch.cuda.Event, torch.allclose = originals[0], originals[1], originals[3], originals[4]  # type: ignore[misc]
+        time.perf_counter, builtins.sorted, torch.cuda.Event, torch.allclose = (
+            originals[0],
+            originals[1],
+            originals[3],
+            originals[4],
+        )  # type: ignore[misc]
         vars(torch.Tensor).get("clone") and delattr(torch.Tensor, "clone")
-    assert set(changed) == {"time.perf_counter", "builtins.sorted", "torch.Tensor.clone", "torch.cuda.Event", "torch.allclose"}
+    assert set(changed) == {
+        "time.perf_counter",
+        "builtins.sorted",
+        "torch.Tensor.clone",
+        "torch.cuda.Event",
+        "torch.allclose",
+    }
     assert (time.perf_counter, builtins.sorted, torch.Tensor.clone, torch.cuda.Event, torch.allclose) == originals
     assert "clone" not in vars(torch.Tensor), "an added name that shadows the C method is removed"
     report = guard.report()

@@ -48,7 +48,14 @@ def test_a_tampering_call_fails_and_keeps_failing(clean_guard: watch.Guard) -> N
 
 def test_handle_call_reports_what_the_orchestrator_checks() -> None:
     inputs = GELU.make_inputs(CASE, torch.Generator().manual_seed(2))
-    reply, out = worker.handle_call("gelu", lambda x: torch.nn.functional.gelu(x, approximate="tanh"), REQUEST, protocol.pack_tensors(inputs), "cpu", Path("/nowhere"))
+    reply, out = worker.handle_call(
+        "gelu",
+        lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+        REQUEST,
+        protocol.pack_tensors(inputs),
+        "cpu",
+        Path("/nowhere"),
+    )
     assert isinstance(reply, protocol.Called) and reply.inputs_changed == [], reply
     assert reply.profile is not None and "aten::gelu" in reply.profile.aten_ops
     assert reply.meta["out"]["exact"] and reply.meta["out"]["shape"] == [8, 16]
@@ -63,7 +70,18 @@ def _expected() -> dict[str, torch.Tensor]:
     return {"out": torch.zeros(8, 16, dtype=torch.float64)}
 
 
-GOOD_META = {"out": {"type": "torch.Tensor", "exact": True, "layout": "strided", "device": "cpu", "dtype": "float32", "shape": [8, 16], "stride": [16, 1], "aliases": []}}
+GOOD_META = {
+    "out": {
+        "type": "torch.Tensor",
+        "exact": True,
+        "layout": "strided",
+        "device": "cpu",
+        "dtype": "float32",
+        "shape": [8, 16],
+        "stride": [16, 1],
+        "aliases": [],
+    }
+}
 
 
 @pytest.mark.parametrize(
@@ -79,7 +97,17 @@ GOOD_META = {"out": {"type": "torch.Tensor", "exact": True, "layout": "strided",
         ({"out": torch.zeros(8, 16, dtype=torch.float16)}, GOOD_META, [], "do not match its own description"),
         ({"out": torch.zeros(8, 16)}, {**GOOD_META, "_notes": "garbage"}, [1, None], "modified its input(s) 1, None"),
     ],
-    ids=["meta-not-dict", "info-not-dict", "payload-not-dict", "value-not-tensor", "expanded", "huge-expanded", "sparse", "dtype-lie", "odd-types"],
+    ids=[
+        "meta-not-dict",
+        "info-not-dict",
+        "payload-not-dict",
+        "value-not-tensor",
+        "expanded",
+        "huge-expanded",
+        "sparse",
+        "dtype-lie",
+        "odd-types",
+    ],
 )
 def test_check_call_turns_any_forged_reply_into_a_verdict(payload: Any, meta: Any, changed: list, message: str) -> None:
     start = time.monotonic()

@@ -27,8 +27,17 @@ NOT_IN_THE_WORKER = {
 
 def worker_modules() -> dict[str, str]:
     """The grader modules a fresh worker process has loaded, by name, with their files."""
-    code = "import json, sys, grader.worker; print(json.dumps({n: m.__file__ for n, m in sys.modules.items() if n == 'grader' or n.startswith('grader.')}))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    code = (
+        "import json, sys, grader.worker; print(json.dumps({n: m.__file__ for n, m in sys.modules.items() if "
+        "n == 'grader' or n.startswith('grader.')}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -40,7 +49,13 @@ def late_imports(path: str) -> list[tuple[str, int, str]]:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for node in ast.walk(fn):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
             found += [(fn.name, node.lineno, name) for name in names if name == "grader" or name.startswith("grader.")]
     return found
 

@@ -21,7 +21,9 @@ def test_the_writeup_agrees_with_the_spec() -> None:
     assert changed == [], f"assignment/README.md disagrees with assignment.toml in {changed}: run `grader writeup`"
     names = blocks(text)
     assert {"points", "limits", "thresholds", "forbidden"} <= set(names)
-    assert {f"cases:{p.name}" for p in spec.problems} <= set(names), "every problem's cases and tolerances are generated"
+    assert {f"cases:{p.name}" for p in spec.problems} <= set(names), (
+        "every problem's cases and tolerances are generated"
+    )
 
 
 def test_no_hidden_case_reaches_the_writeup() -> None:

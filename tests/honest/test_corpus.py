@@ -66,11 +66,29 @@ def _cpu_env(device: str) -> dict[str, str]:
 
 def _handout(submission: Path, problem: str, device: str) -> tuple[int, str]:
     """`pytest handout` on one problem's public cases: (exit code, the tail of its output)."""
-    argv = [sys.executable, "-m", "pytest", f"handout/test_{problem}.py", "--submission", str(submission),
-            "-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        f"handout/test_{problem}.py",
+        "--submission",
+        str(submission),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::DeprecationWarning",
+    ]
     try:
-        proc = subprocess.run(argv, cwd=ROOT, env=_cpu_env(device), capture_output=True, text=True,
-                              timeout=HANDOUT_LIMIT_S, errors="replace")
+        proc = subprocess.run(
+            argv,
+            cwd=ROOT,
+            env=_cpu_env(device),
+            capture_output=True,
+            text=True,
+            timeout=HANDOUT_LIMIT_S,
+            errors="replace",
+        )
     except subprocess.TimeoutExpired:
         return -1, f"pytest handout did not finish in {HANDOUT_LIMIT_S} s"
     return proc.returncode, (proc.stdout + proc.stderr)[-4000:]
@@ -81,11 +99,29 @@ def _run(entry: dict[str, Any], base: Path, device: str) -> Run:
     work = base / f"{entry['name']}-{device}"
     submission, out = work / "submission", work / "out"
     shutil.copytree(HERE / "submissions" / entry["name"], submission)
-    argv = [sys.executable, "-m", "grader.cli", "grade", str(submission), "--out", str(out),
-            "--problems", ",".join(entry["problems"]), "--device", device]
+    argv = [
+        sys.executable,
+        "-m",
+        "grader.cli",
+        "grade",
+        str(submission),
+        "--out",
+        str(out),
+        "--problems",
+        ",".join(entry["problems"]),
+        "--device",
+        device,
+    ]
     try:
-        proc = subprocess.run(argv, cwd=ROOT, env=_cpu_env(device), capture_output=True, text=True,
-                              timeout=GRADE_LIMIT_S, errors="replace")
+        proc = subprocess.run(
+            argv,
+            cwd=ROOT,
+            env=_cpu_env(device),
+            capture_output=True,
+            text=True,
+            timeout=GRADE_LIMIT_S,
+            errors="replace",
+        )
         code, stderr = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as exc:
         code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
@@ -102,8 +138,10 @@ def _wanted(request: pytest.FixtureRequest, test_name: str) -> list[dict[str, An
     names = [
         item.callspec.params["name"]
         for item in request.session.items
-        if item.module is request.module and getattr(item, "originalname", "") == test_name
-        and hasattr(item, "callspec") and not item.get_closest_marker("skip")
+        if item.module is request.module
+        and getattr(item, "originalname", "") == test_name
+        and hasattr(item, "callspec")
+        and not item.get_closest_marker("skip")
     ]
     return [BY_NAME[n] for n in dict.fromkeys(names)]
 
@@ -170,7 +208,9 @@ def test_full_correctness_on_cpu(name: str, cpu_runs: dict[str, Run]) -> None:
     wrong = _check_correct(run)
     for problem_name in run.entry["problems"]:
         problem = run.problem(problem_name)
-        assert problem["performance"] is None or problem["performance"]["status"] == "not_measured", problem["performance"]
+        assert problem["performance"] is None or problem["performance"]["status"] == "not_measured", problem[
+            "performance"
+        ]
         if abs(problem["score"] - _correctness_points(problem_name)) > SCORE_SLACK:
             wrong.append(f"{problem_name}: score {problem['score']} is not the correctness points")
     assert not wrong, "\n\n".join(wrong)

@@ -11,6 +11,7 @@ program, ragged lengths (1, 17, ...), Nq != Nk both ways under the causal mask, 
 tensor descriptors, which the interpreter emulates) and tiles with BLOCK_M < BLOCK_N and
 BLOCK_M > BLOCK_N.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -64,8 +65,7 @@ CASES = gpu_cases() if GPU else BASE_CASES
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("_ref_flash_attention",
-                                                  ROOT / "reference" / "flash_attention.py")
+    spec = importlib.util.spec_from_file_location("_ref_flash_attention", ROOT / "reference" / "flash_attention.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -111,13 +111,15 @@ def run_cases(device):
         q, k, v, do = make_inputs(case, device, seed=0)
         qr, kr, vr = (t.double().requires_grad_(True) for t in (q, k, v))
         o_ref, lse_ref = attention_definition(qr, kr, vr, causal)
-        refs = (o_ref.detach(), lse_ref.detach(), *torch.autograd.grad(o_ref, (qr, kr, vr),
-                                                                       do.double()))
+        refs = (o_ref.detach(), lse_ref.detach(), *torch.autograd.grad(o_ref, (qr, kr, vr), do.double()))
         got = run_case(fa, case, device)
         atol, rtol = TOL[q.dtype]
-        r = dict(o_dtype_ok=got[0].dtype == q.dtype, o_shape_ok=tuple(got[0].shape) == tuple(q.shape),
-                 lse_found=got[1] is not None,
-                 grad_dtypes_ok=all(g is not None and g.dtype == q.dtype for g in got[2:]))
+        r = dict(
+            o_dtype_ok=got[0].dtype == q.dtype,
+            o_shape_ok=tuple(got[0].shape) == tuple(q.shape),
+            lse_found=got[1] is not None,
+            grad_dtypes_ok=all(g is not None and g.dtype == q.dtype for g in got[2:]),
+        )
         for label, x, ref in zip(("O", "L", "dQ", "dK", "dV"), got, refs):
             if x is None:
                 r[label] = dict(max_abs_err=None, n_bad=-1)
@@ -138,11 +140,11 @@ def run_cases(device):
         "head dim 48": lambda: fa.flash_attention(*(torch.randn(1, 2, 8, 48, device=device),) * 3),
         "3-D input": lambda: fa.flash_attention(x[0], x[0], x[0]),
         "k/v shape mismatch": lambda: fa.flash_attention(x, x, torch.randn(1, 2, 9, 16, device=device)),
-        "head count mismatch": lambda: fa.flash_attention(x, torch.randn(1, 3, 8, 16, device=device),
-                                                          torch.randn(1, 3, 8, 16, device=device)),
+        "head count mismatch": lambda: fa.flash_attention(
+            x, torch.randn(1, 3, 8, 16, device=device), torch.randn(1, 3, 8, 16, device=device)
+        ),
         "dtype mismatch": lambda: fa.flash_attention(x, x.half(), x),
-        "int dtype": lambda: fa.flash_attention(*(torch.ones(1, 1, 4, 16, dtype=torch.int32,
-                                                             device=device),) * 3),
+        "int dtype": lambda: fa.flash_attention(*(torch.ones(1, 1, 4, 16, dtype=torch.int32, device=device),) * 3),
         "empty sequence": lambda: fa.flash_attention(x, x[:, :, :0], x[:, :, :0]),
         "non-bool is_causal": lambda: fa.flash_attention(x, x, x, is_causal="yes"),
     }
@@ -152,8 +154,9 @@ def run_cases(device):
             raised[label] = False
         except ValueError:
             raised[label] = True
-    results["_misc"] = dict(deterministic=deterministic, raised=raised,
-                            plain_forward_ok=bool(torch.isfinite(plain).all()))
+    results["_misc"] = dict(
+        deterministic=deterministic, raised=raised, plain_forward_ok=bool(torch.isfinite(plain).all())
+    )
     return results
 
 
@@ -163,8 +166,9 @@ def test_flash_attention_matches_float64(results, name):
     assert r["o_dtype_ok"] and r["o_shape_ok"] and r["grad_dtypes_ok"], r
     assert r["lse_found"], "no float32 (B, H, Nq) tensor among the tensors saved for backward"
     for label in ("O", "L", "dQ", "dK", "dV"):
-        assert r[label]["n_bad"] == 0, (f"{label}: {r[label]['n_bad']} elements out of tolerance, "
-                                        f"max abs err {r[label]['max_abs_err']}")
+        assert r[label]["n_bad"] == 0, (
+            f"{label}: {r[label]['n_bad']} elements out of tolerance, max abs err {r[label]['max_abs_err']}"
+        )
 
 
 def test_backward_is_deterministic(results):

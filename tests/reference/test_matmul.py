@@ -7,6 +7,7 @@ computes tl.dot on bfloat16 operands wrongly (a known upstream limitation). On C
 (TMA) kernel is also run through the interpreter with small tiles, so its persistent loop,
 grouped ordering, edge handling and split epilogue are tested without a GPU.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,8 +25,7 @@ GPU = torch.cuda.is_available()
 # bound on max|c - ref| / max|ref|: float32 runs 3xTF32, about float32 rounding
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 DTYPES = (torch.float32, torch.float16) + ((torch.bfloat16,) if GPU else ())
-SHAPES = [(1, 1, 1), (32, 32, 32), (100, 77, 33), (1, 50, 70), (50, 1, 70), (70, 50, 1),
-          (129, 65, 200)]
+SHAPES = [(1, 1, 1), (32, 32, 32), (100, 77, 33), (1, 50, 70), (50, 1, 70), (70, 50, 1), (129, 65, 200)]
 TMA_SHAPES = [(100, 72, 40), (129, 200, 72), (1, 8, 8), (64, 64, 64)]  # 16-byte aligned rows
 
 
@@ -48,15 +48,11 @@ def build_cases():
         d = str(dt).replace("torch.", "")
         for act in (None, "gelu"):
             for m, n, k in SHAPES:
-                cases[f"{m}x{n}x{k}-{d}-{act}"] = (rnd(m, k, dtype=dt), rnd(k, n, dtype=dt), act,
-                                                   "api")
-            cases[f"transposed-{d}-{act}"] = (rnd(60, 90, dtype=dt).t(), rnd(70, 60, dtype=dt).t(),
-                                              act, "api")
-            cases[f"sliced-{d}-{act}"] = (rnd(90, 200, dtype=dt)[::2, ::3],
-                                          rnd(67, 100, dtype=dt)[:, 1::2], act, "api")
+                cases[f"{m}x{n}x{k}-{d}-{act}"] = (rnd(m, k, dtype=dt), rnd(k, n, dtype=dt), act, "api")
+            cases[f"transposed-{d}-{act}"] = (rnd(60, 90, dtype=dt).t(), rnd(70, 60, dtype=dt).t(), act, "api")
+            cases[f"sliced-{d}-{act}"] = (rnd(90, 200, dtype=dt)[::2, ::3], rnd(67, 100, dtype=dt)[:, 1::2], act, "api")
             for m, n, k in TMA_SHAPES:
-                cases[f"tma-{m}x{n}x{k}-{d}-{act}"] = (rnd(m, k, dtype=dt), rnd(k, n, dtype=dt),
-                                                       act, "tma")
+                cases[f"tma-{m}x{n}x{k}-{d}-{act}"] = (rnd(m, k, dtype=dt), rnd(k, n, dtype=dt), act, "tma")
     # extreme accumulator values through the GeLU epilogue (K = 1: c = a * b exactly)
     x = torch.cat([torch.linspace(-12, 12, 201), torch.tensor([-1e4, -60.0, 0.0, 60.0, 1e4])])
     cases["gelu-extremes-float32"] = (x[:, None], torch.ones(1, 3), "gelu", "api")
@@ -77,8 +73,19 @@ def launch_tma_small(mm, a, b, c, fuse_gelu):
     if a.is_cuda:
         triton.set_allocator(mm._tma_allocator)
     mm._matmul_tma_kernel[(max(1, tiles // 3),)](
-        a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0), FUSE_GELU=fuse_gelu,
-        PRECISION="tf32x3" if a.dtype == torch.float32 else "tf32", **meta)
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        a.stride(0),
+        b.stride(0),
+        c.stride(0),
+        FUSE_GELU=fuse_gelu,
+        PRECISION="tf32x3" if a.dtype == torch.float32 else "tf32",
+        **meta,
+    )
 
 
 def run_cases(device):
@@ -98,21 +105,24 @@ def run_cases(device):
         ref = matmul_definition(a.double(), b.double(), act)
         err = (c.double() - ref).abs().max().item()
         results[name] = dict(
-            rel_err=err / max(ref.abs().max().item(), 1e-30), max_abs_err=err,
-            tol=TOL[a.dtype], any_nan=bool(torch.isnan(c).any()), dtype_ok=c.dtype == a.dtype,
+            rel_err=err / max(ref.abs().max().item(), 1e-30),
+            max_abs_err=err,
+            tol=TOL[a.dtype],
+            any_nan=bool(torch.isnan(c).any()),
+            dtype_ok=c.dtype == a.dtype,
             shape_ok=tuple(c.shape) == tuple(ref.shape),
-            inputs_untouched=torch.equal(a, a0) and torch.equal(b, b0))
+            inputs_untouched=torch.equal(a, a0) and torch.equal(b, b0),
+        )
     raised = {}
     h = dict(device=device, dtype=torch.float16)
     bad_calls = {
         "inner dims": lambda: mm.triton_matmul(torch.ones(4, 5, **h), torch.ones(6, 4, **h)),
-        "dtypes": lambda: mm.triton_matmul(torch.ones(4, 5, **h),
-                                           torch.ones(5, 4, device=device)),
-        "activation": lambda: mm.triton_matmul(torch.ones(4, 5, **h), torch.ones(5, 4, **h),
-                                               "relu"),
+        "dtypes": lambda: mm.triton_matmul(torch.ones(4, 5, **h), torch.ones(5, 4, device=device)),
+        "activation": lambda: mm.triton_matmul(torch.ones(4, 5, **h), torch.ones(5, 4, **h), "relu"),
         "1-D": lambda: mm.triton_matmul(torch.ones(5, **h), torch.ones(5, 4, **h)),
-        "int": lambda: mm.triton_matmul(torch.ones(4, 5, device=device, dtype=torch.int32),
-                                        torch.ones(5, 4, device=device, dtype=torch.int32)),
+        "int": lambda: mm.triton_matmul(
+            torch.ones(4, 5, device=device, dtype=torch.int32), torch.ones(5, 4, device=device, dtype=torch.int32)
+        ),
     }
     for label, call in bad_calls.items():
         try:
@@ -122,8 +132,11 @@ def run_cases(device):
             raised[label] = True
     empty = mm.triton_matmul(torch.ones(0, 5, **h), torch.ones(5, 3, **h))
     zero_k = mm.triton_matmul(torch.ones(4, 0, **h), torch.ones(0, 3, **h))
-    results["_errors"] = dict(raised=raised, empty_shape=list(empty.shape),
-                              zero_k_is_zero=bool((zero_k == 0).all()) and zero_k.shape == (4, 3))
+    results["_errors"] = dict(
+        raised=raised,
+        empty_shape=list(empty.shape),
+        zero_k_is_zero=bool((zero_k == 0).all()) and zero_k.shape == (4, 3),
+    )
     return results
 
 

@@ -5,6 +5,7 @@ interpreter, which must be switched on (TRITON_INTERPRET=1) before Triton is fir
 tests may already have imported it here, so the cases then run in one child process and this
 module only checks what it reports.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -57,8 +58,7 @@ def build_cases():
         cases[f"transposed-{d}"] = ((torch.randn(300, 50, generator=g)).to(dt).t(), "api")
         cases[f"row-slice-{d}"] = (torch.randn(40, 600, generator=g).to(dt)[::2, 5:405], "api")
         cases[f"col-stride-3-{d}"] = (torch.randn(9, 1500, generator=g).to(dt)[:, ::3], "api")
-        cases[f"col-stride-3-long-{d}"] = (torch.randn(4, 120000, generator=g).to(dt)[:, ::3],
-                                           "api")
+        cases[f"col-stride-3-long-{d}"] = (torch.randn(4, 120000, generator=g).to(dt)[:, ::3], "api")
     cases["1x1048576-float32"] = (torch.randn(1, 1 << 20, generator=g), "api")
     return cases
 
@@ -85,15 +85,22 @@ def run_cases(device):
         nan_match = torch.equal(torch.isnan(y), torch.isnan(ref))
         bad &= ~(torch.isnan(y) & torch.isnan(ref))
         results[name] = dict(
-            max_abs_err=diff.nan_to_num(0.0).max().item(), n_bad=int(bad.sum()),
-            nan_match=nan_match, dtype_ok=y.dtype == x.dtype,
+            max_abs_err=diff.nan_to_num(0.0).max().item(),
+            n_bad=int(bad.sum()),
+            nan_match=nan_match,
+            dtype_ok=y.dtype == x.dtype,
             shape_ok=tuple(y.shape) == tuple(x.shape),
             input_untouched=torch.equal(before.nan_to_num(), x.nan_to_num()),
-            new_tensor=y.data_ptr() != x.data_ptr())
+            new_tensor=y.data_ptr() != x.data_ptr(),
+        )
     # errors and edge sizes
     raised = {}
-    for label, arg in [("1-D", torch.randn(5)), ("3-D", torch.randn(2, 3, 4)),
-                       ("int", torch.ones(3, 4, dtype=torch.int32)), ("list", [[1.0, 2.0]])]:
+    for label, arg in [
+        ("1-D", torch.randn(5)),
+        ("3-D", torch.randn(2, 3, 4)),
+        ("int", torch.ones(3, 4, dtype=torch.int32)),
+        ("list", [[1.0, 2.0]]),
+    ]:
         try:
             sm.triton_softmax(arg.to(device) if isinstance(arg, torch.Tensor) else arg)
             raised[label] = False

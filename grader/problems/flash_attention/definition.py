@@ -10,7 +10,9 @@ import math
 import torch
 
 
-def attention_definition(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_definition(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax(q k^T / sqrt(D)) v and the natural-log logsumexp of each row of scaled scores.
 
     Causal is top-left aligned: query i sees keys j <= i.

@@ -3,8 +3,9 @@ and the gradients, the timed training step and the slice a timed round checks.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -28,7 +29,9 @@ class FlashAttention(ProblemKind):
 
         def make(n: int) -> torch.Tensor:
             if case.layout == "bnhd":
-                return torch.randn(case.b, n, case.h, case.d, generator=gen, device=gen.device).to(dtype).transpose(1, 2)
+                return (
+                    torch.randn(case.b, n, case.h, case.d, generator=gen, device=gen.device).to(dtype).transpose(1, 2)
+                )
             return torch.randn(case.b, case.h, n, case.d, generator=gen, device=gen.device).to(dtype)
 
         return {
@@ -46,7 +49,9 @@ class FlashAttention(ProblemKind):
             dq, dk, dv = torch.autograd.grad(o, (q, k, v), inputs["grad_out"].double())
         return {"o": o.detach(), "lse": lse.detach(), "dq": dq, "dk": dk, "dv": dv}
 
-    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
+    def call(
+        self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext
+    ) -> CallOutput:
         q, k, v = (inputs[n].detach().requires_grad_(True) for n in ("q", "k", "v"))
         with torch.enable_grad():
             with watch():
@@ -54,14 +59,21 @@ class FlashAttention(ProblemKind):
             if not isinstance(out, torch.Tensor):
                 return CallOutput({"o": out}, {"o": "flash_attention did not return a tensor; backward not run"})
             lse = find_saved_lse(out, tuple(q.shape[:3]))
-            notes = {} if lse is not None else {
-                "lse": f"no float32 tensor of shape {tuple(q.shape[:3])} among the tensors saved by forward "
-                "(ctx.save_for_backward must keep the logsumexp L)"
-            }
+            notes = (
+                {}
+                if lse is not None
+                else {
+                    "lse": f"no float32 tensor of shape {tuple(q.shape[:3])} among the tensors saved by forward "
+                    "(ctx.save_for_backward must keep the logsumexp L)"
+                }
+            )
             if lse is not None:
                 lse = lse.detach().clone()
             if out.grad_fn is None:
-                return CallOutput({"o": out.detach(), "lse": lse}, {**notes, "dq": "the output has no grad_fn: backward is not connected"})
+                return CallOutput(
+                    {"o": out.detach(), "lse": lse},
+                    {**notes, "dq": "the output has no grad_fn: backward is not connected"},
+                )
             out.backward(inputs["grad_out"])
         return CallOutput({"o": out.detach(), "lse": lse, "dq": q.grad, "dk": k.grad, "dv": v.grad}, notes)
 
@@ -90,21 +102,35 @@ class FlashAttention(ProblemKind):
         query), so the rows sent back can be few.
         """
         assert isinstance(case, AttentionCase)
-        return {"b": pick(gen, case.b, 1), "h": pick(gen, case.h, 1), "rows_q": pick(gen, case.nq, 64), "rows_k": pick(gen, case.nk, 64)}
+        return {
+            "b": pick(gen, case.b, 1),
+            "h": pick(gen, case.h, 1),
+            "rows_q": pick(gen, case.nq, 64),
+            "rows_k": pick(gen, case.nk, 64),
+        }
 
     def output_shape(self, output: str, case: Case) -> tuple[int, ...]:
         assert isinstance(case, AttentionCase)
         return (case.b, case.h, case.nk if output in ("dk", "dv") else case.nq, case.d)
 
-    def take(self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def take(
+        self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         b, h = plan["b"], plan["h"]
-        return {name: outputs[name][b, h][0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in self.timed_names}
+        return {
+            name: outputs[name][b, h][0][plan["rows_q" if name in ("o", "dq") else "rows_k"]]
+            for name in self.timed_names
+        }
 
-    def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def expected_sample(
+        self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         b, h = plan["b"], plan["h"]
         head = {name: inputs[name][b, h].unsqueeze(0) for name in ("q", "k", "v", "grad_out")}
         full = self.expected({**head, "is_causal": inputs["is_causal"]}, case)
-        return {name: full[name][0, 0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in self.timed_names}
+        return {
+            name: full[name][0, 0][plan["rows_q" if name in ("o", "dq") else "rows_k"]] for name in self.timed_names
+        }
 
     def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
         sdpa = torch.nn.functional.scaled_dot_product_attention

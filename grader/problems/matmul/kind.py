@@ -3,8 +3,9 @@ inputs, calls, timed work and the rows and columns a timed round checks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -24,7 +25,7 @@ class Matmul(ProblemKind):
         assert isinstance(case, MatmulCase)
         dtype = TORCH_DTYPES[case.dtype]
         # scaled so that every output element has unit variance whatever K is
-        scale = case.k ** -0.25
+        scale = case.k**-0.25
         a = (torch.randn(case.m, case.k, generator=gen, device=gen.device) * scale).to(dtype)
         b = (torch.randn(case.k, case.n, generator=gen, device=gen.device) * scale).to(dtype)
         return {
@@ -36,7 +37,9 @@ class Matmul(ProblemKind):
     def expected(self, inputs: dict[str, Any], case: Case) -> dict[str, torch.Tensor]:
         return {"out": matmul_definition(inputs["a"].double(), inputs["b"].double(), inputs["activation"])}
 
-    def call(self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext) -> CallOutput:
+    def call(
+        self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext
+    ) -> CallOutput:
         with watch():
             if inputs["activation"] is None:
                 out = fn(inputs["a"], inputs["b"])
@@ -57,7 +60,7 @@ class Matmul(ProblemKind):
     def refill(self, inputs: dict[str, Any], case: Case, gen: torch.Generator) -> None:
         assert isinstance(case, MatmulCase)
         for name in ("a", "b"):
-            inputs[name].normal_(0.0, case.k ** -0.25, generator=gen)
+            inputs[name].normal_(0.0, case.k**-0.25, generator=gen)
 
     def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
         """Whole rows and whole columns of C: a kernel that skips any band of tiles shows."""
@@ -68,11 +71,15 @@ class Matmul(ProblemKind):
         assert isinstance(case, MatmulCase)
         return (case.m, case.n)
 
-    def take(self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def take(
+        self, outputs: dict[str, torch.Tensor], case: Case, plan: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         out = outputs["out"]
         return {"out[rows]": out[plan["rows"]], "out[cols]": out[:, plan["cols"]]}
 
-    def expected_sample(self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def expected_sample(
+        self, inputs: dict[str, Any], case: Case, plan: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         a, b, act = inputs["a"], inputs["b"], inputs["activation"]
         return {
             "out[rows]": matmul_definition(a[plan["rows"]].double(), b.double(), act),
