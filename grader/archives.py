@@ -378,7 +378,7 @@ def _unpack_tar(archive: Path, dest: Path, limits: Limits, written: list[int], c
 def find_submission_root(folder: Path, modules: list[str], max_depth: int = 2) -> Path:
     """The folder that holds the submission's modules: `folder` itself, or one found below it.
 
-    Students often zip the folder rather than its contents (`alice/gelu.py`). Prefer the
+    Students often zip the folder rather than its contents (`alice/<module>.py`). Prefer the
     shallowest folder holding the most expected modules; junk folders (__MACOSX) are ignored.
     Returns `folder` when no module is found anywhere (grading then reports what is missing).
     """

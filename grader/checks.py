@@ -175,7 +175,7 @@ def kernel_check(problem: Problem, case: Case, aten_ops: list[str], triton_launc
     """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
 
     `aten_ops` are the ops recorded in the watched part of the call (`ProblemKind.call`'s
-    `watch`: the whole call, or the forward of attention, whose backward may be PyTorch);
+    `watch`: the whole call, or only the forward, for a problem whose backward may be PyTorch);
     `triton_launches` counts the Triton kernels the whole call launched.
     """
     used = [op for op in aten_ops if op in problem.forbidden_ops]

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SpecError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")  # locations such as problems[gelu] are not markup
+        console.print(f"[red]error:[/red] {escape(str(exc))}")  # locations such as problems[<name>] are not markup
         return 2
     except (RuntimeError, OSError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")

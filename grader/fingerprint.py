@@ -1,6 +1,6 @@
 """The spec a result was graded with, as two hashes: what decides verdicts, and what scores them.
 
-A spec edited under the same version (GeLU's correctness points from 10 to 20, a new hidden
+A spec edited under the same version (one problem's correctness points from 10 to 20, a new hidden
 case) must not leave old grades standing silently. Splitting the hash tells the two kinds of
 change apart: points, case weights and thresholds only re-score the stored per-case results;
 anything else in a graded problem (its cases, tolerances, forbidden ops, time limit, benchmark

@@ -29,7 +29,7 @@ class Flag:
 
     @property
     def label(self) -> str:
-        """The short form shown in a gradebook cell: 'gelu: kernel check failed'."""
+        """The short form shown in a gradebook cell: '<problem>: kernel check failed'."""
         return f"{self.problem}: {self.kind}"
 
     @property

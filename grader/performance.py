@@ -34,7 +34,7 @@ MAX_TIMING_BLOB = 256 << 20
 #: set to 1 only to measure what verified timing costs (benchmarks): rounds as before it existed
 UNVERIFIED_ENV = "GRADER_UNVERIFIED_TIMING"
 
-# Short alternations, each with a floor of timed work: a matmul near the tensor cores' peak makes
+# Short alternations, each with a floor of timed work: a compute-bound kernel near the tensor cores' peak makes
 # the GPU's clocks wander (5-10% spread on an H200), and only fine interleaving puts both sides
 # on the same part of that wander. Two alternations of 10+ rounds measured one such shape at
 # 0.91-0.93 of itself; the grader's own noise target is 0.97-1.03.

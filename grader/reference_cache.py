@@ -2,7 +2,7 @@
 
 The orchestrator times the reference in its own process. Without this, every grading (each
 container, each Ray or Slurm task, each `grader grade`) starts with an empty Triton cache and
-compiles and autotunes the reference again: attention's autotuning alone took 268 s of a 298 s
+compiles and autotunes the reference again: one problem's autotuning alone took 268 s of a 298 s
 cold grading on the H200. Here the orchestrator's TRITON_CACHE_DIR points at a cache of its own,
 
     ~/.cache/grader/reference-kernels/<assignment version>/<torch>-<triton>-<GPU>-sm<cc>/

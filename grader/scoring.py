@@ -13,7 +13,7 @@ SHARE_UNIT = 1e-4  # case shares are kept to four decimals
 def case_shares(points: float, weights: list[float]) -> list[float]:
     """`points` split by weight into shares of four decimals that add up to `points` exactly.
 
-    Rounding each share on its own let eleven matmul cases add up to 20.0002 of 20; the units
+    Rounding each share on its own let one problem's eleven cases add up to 20.0002 of 20; the units
     left over after rounding down go to the largest remainders (ties: the earlier case).
     """
     total = sum(weights)

@@ -201,7 +201,7 @@ class Assignment(Strict):
 
 
 def _where(loc: tuple[Any, ...], names: list[str]) -> str:
-    """An error location with problems by name: problems[gelu].thresholds, not problems.0.thresholds."""
+    """An error location with problems by name: problems[<name>].thresholds, not problems.0.thresholds."""
     parts = list(loc)
     if len(parts) >= 2 and parts[0] == "problems" and isinstance(parts[1], int) and parts[1] < len(names):
         parts = [f"problems[{names[parts[1]]}]", *parts[2:]]

@@ -1,7 +1,7 @@
 """Checks of the spec that need PyTorch: forbidden ops that exist, case sizes that can run.
 
 Pydantic checks each field's type; these check what the values mean. A typo in forbidden_ops
-(`aten::gelux`) matches no profiled op and silently switches that check off; a CPU case of 10^11
+(`aten::mmx`) matches no profiled op and silently switches that check off; a CPU case of 10^11
 elements would run for days in Triton's interpreter (or exhaust memory) before anything says so.
 Both are refused at load time, with the problem by name and the limit.
 """
@@ -38,7 +38,7 @@ def unknown_ops(ops: list[str]) -> list[str]:
         if op in known:
             continue
         near = difflib.get_close_matches(op, known, n=3, cutoff=0.75)
-        hint = f" (did you mean {', '.join(near)}?)" if near else " (names look like aten::gelu; see torch.ops.aten)"
+        hint = f" (did you mean {', '.join(near)}?)" if near else " (names look like aten::mm; see torch.ops.aten)"
         messages.append(f"{op!r} is not an aten operator of torch {_torch_version()}{hint}")
     return messages
 

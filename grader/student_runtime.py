@@ -17,7 +17,7 @@ from __future__ import annotations
 from grader import interpreter_compat
 
 #: versions of one compiled function (shapes, dtypes, flags) before dynamo gives up on it; the GPU
-#: suite's attention cases and timed shapes need about 20 at most
+#: suite's cases and timed shapes of one problem need about 20 at most
 RECOMPILE_LIMIT = 64
 ACCUMULATED_RECOMPILE_LIMIT = 1024
 

@@ -7,7 +7,7 @@
   sleep to run while the CPU queues the chunk, so no round waits for the CPU; the sleep is sized
   to what the CPU would fall behind, no more (an idle GPU clocks higher afterwards). Without it a kernel
   shorter than the CPU's launch path is timed with part of that path inside (a busy orchestrator
-  measured a 37 µs softmax at 55 µs), and the two sides of a comparison would differ by whatever
+  measured a 37 µs kernel at 55 µs), and the two sides of a comparison would differ by whatever
   else their processes were doing.
 - Warm-up excluded: compilation, autotuning and first-touch allocations happen before timing.
 - L2 flushed before every round (a write over twice the L2's size), so a kernel re-reading an
@@ -137,7 +137,7 @@ class LaunchCover:
 
     The CPU falls behind only when queueing a round takes longer than the GPU takes to run it, and
     only by the difference, so the sleep covers the first launch plus that shortfall: a 37 µs
-    softmax gets milliseconds of cover, a 4 ms attention step almost none. A longer sleep would
+    a 37 µs kernel gets milliseconds of cover, a 4 ms step almost none. A longer sleep would
     not change what is timed inside a round, but an idle GPU near its power limit clocks higher
     afterwards, and compute-bound kernels would be timed a few percent fast.
     The sleep counts clock cycles (`torch.cuda._sleep`); cycles per second, the CPU's time per

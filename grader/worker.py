@@ -162,7 +162,8 @@ class Timer:
                 if isinstance(request, protocol.TimeRequest):
                     profile: dict[str, Any] = {}
                     if request.profile:
-                        # watched as correctness is: the same ops in the same part of the call (attention: the forward)
+                        # watched as correctness is: the same ops in the same part of the call
+                        # (for some problems: the forward only)
                         profile = calls.watched(self.kind, self.fn, self.sets[0], case, "cuda")[1]
                     launches = LaunchCounter.total()
                     measured = timing.measure(

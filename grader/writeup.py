@@ -1,8 +1,8 @@
 """The write-up's tables, generated from the spec: `grader writeup [--check]`.
 
 assignment/README.md quotes the spec (points, time limits, tolerances, thresholds, forbidden ops,
-cases and benchmark shapes). Hand-copied numbers drifted: matmul's limit read 420 s against the
-spec's 600, GeLU listed 5 of its 9 forbidden ops. Each such table now sits between two markers,
+cases and benchmark shapes). Hand-copied numbers drifted: one problem's limit read 420 s against the
+spec's 600, one problem listed 5 of its 9 forbidden ops. Each such table now sits between two markers,
 
     <!-- generated from assignment.toml by `grader writeup`: NAME -->
     ...
@@ -47,7 +47,7 @@ def _num(x: float) -> str:
 
 
 def describe_case(case: Case) -> str:
-    """A case the way the write-up names it (`[64, 64]` fp32, 512³ fp16 + gelu, ...): its model says how."""
+    """A case the way the write-up names it (`[64, 64]` fp32, 512³ fp16 with an activation, ...): its model says how."""
     return case.describe()
 
 

@@ -239,7 +239,7 @@ class ProblemKind:
 
 
 class OneTensorKind(ProblemKind):
-    """A problem whose function maps one tensor `x` to one output: GeLU and softmax.
+    """A problem whose function maps one tensor `x` to one output (elementwise or row by row).
 
     Subclasses give the float64 definition and PyTorch's op; calling, timing and expected
     outputs follow from them.
@@ -282,7 +282,7 @@ class OneTensorKind(ProblemKind):
         inputs["x"].normal_(0.0, self.value_std, generator=gen)
 
     def sample(self, case: Case, gen: torch.Generator) -> dict[str, torch.Tensor]:
-        """Whole rows (the last dimension; softmax needs them) and some of their columns."""
+        """Whole rows (the last dimension; a row-wise op needs them whole) and some of their columns."""
         shape = list(case.shape)
         rows, width = math.prod(shape[:-1]), shape[-1]
         cols = torch.arange(width, device=gen.device) if width <= SAMPLE_COLUMNS else pick(gen, width, SAMPLE_COLUMNS)
