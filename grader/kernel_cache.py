@@ -8,7 +8,7 @@ that same submission with it.
 Trust: a cache is written by a process that ran the submission, so it is data from the
 submission. It only ever goes back to a worker of the same content hash (a poisoned cache can
 only hurt the code that poisoned it), and the orchestrator never loads it. It is collected with
-the worker's own credentials (grader/sandbox.py, Worker.save_kernel_cache): root reads a tar
+the worker's own credentials (grader/sandbox/kernel_copy.py): root reads a tar
 stream, never a path the worker could have linked or mounted somewhere else (issue 17: a bind
 mount over the cache once handed a root-only file to the next grading). Only the kinds of file
 Triton writes are kept, each slot is capped in bytes and files, and the whole cache is capped
@@ -119,7 +119,7 @@ def _copy_capped(src: object, out: object, limit: int) -> int:
 # -- collecting a worker's cache -----------------------------------------------------------------
 #
 # Root never opens a path inside the worker's cache: the worker's own credentials do (grader/
-# sandbox.py starts `tar` as the worker's uid, in the worker's mount namespace, under the same
+# sandbox/kernel_copy.py starts `tar` as the worker's uid, in the worker's mount namespace, under the same
 # seccomp filter, without following links or crossing into another file system) and stream it
 # here, where only what Triton itself writes is kept, within the caps. A submission can therefore
 # only ever keep bytes it could read itself, and only in the shapes below.

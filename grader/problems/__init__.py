@@ -6,7 +6,7 @@ timed rounds refilled and sampled. `base.py` holds what every problem shares. `R
 folder's name to its kind, so a spec entry `name = "..."` finds its grading logic with no list to
 edit. Every folder is imported with this package, none later: the worker looks its kind up after
 it has dropped the grader's modules from `sys.modules` (grader/worker.py). The folders live inside
-the package because the sandboxed worker can read nothing else of the course (sandbox.runtime_paths).
+the package because the sandboxed worker can read nothing else of the course (sandbox.plan.runtime_paths).
 
 Adding a problem: its `[[problems]]` entry in assignment/assignment.toml, its folder here, and,
 found by the entry's `name` and `module`, student_template/<module>.py, reference/<module>.py,

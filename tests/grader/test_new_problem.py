@@ -4,7 +4,7 @@ in each of student_template/, reference/ and handout/, and a section of the writ
 A toy fifth problem (ReLU, the files in tests/grader/new_problem/) is added to a copy of the course
 and graded end to end on the CPU: `grader grade` through the real sandboxed worker and Triton's
 interpreter, and `pytest handout` on its public cases. The copy carries its own grader package, as
-a course does: the worker sees only the package it was started from (grader/sandbox.py,
+a course does: the worker sees only the package it was started from (grader/sandbox/plan.py,
 runtime_paths), so a problem's folder lives inside it.
 """
 

@@ -25,13 +25,11 @@ from grader.sandbox import (
     Worker,
     WorkerDied,
     WorkerTimeout,
-    _process_ids,
     lease_uid,
     plan_isolation,
 )
-from grader.sandbox import (
-    _run_state as _state,
-)
+from grader.sandbox.plan import blocked_ancestor, runtime_paths
+from grader.sandbox.processes import process_ids, run_state
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="isolation levels need the grader to run as root")
 PREAMBLE = "import json, os, sys\ndef say(**kw):\n    print(json.dumps(kw), flush=True)\n"
@@ -250,11 +248,11 @@ def test_without_a_mount_namespace_the_worker_still_drops_to_its_own_uid(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As in Docker without CAP_SYS_ADMIN: unshare fails, the worker runs at the "uid" level."""
-    from grader import sandbox
+    from grader.sandbox import child
 
-    monkeypatch.setattr(sandbox, "CLONE_NEWNS", 0x1)  # not a namespace flag: unshare() fails with EINVAL
+    monkeypatch.setattr(child, "CLONE_NEWNS", 0x1)  # not a namespace flag: unshare() fails with EINVAL
     probe = "say(uid=os.getuid(), processes=len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
-    blocked = [b for b in map(sandbox._blocked_ancestor, sandbox.runtime_paths()) if b is not None]
+    blocked = [b for b in map(blocked_ancestor, runtime_paths()) if b is not None]
     if blocked:
         with pytest.raises(WorkerDied, match=f"cannot enter {blocked[0]}"):
             run_worker(submission(tmp_path, probe))
@@ -264,7 +262,7 @@ def test_without_a_mount_namespace_the_worker_still_drops_to_its_own_uid(
     assert greeting.status == "ready" and worker.plan.level == "uid"
     assert seen["uid"] == worker.plan.uid and seen["uid"] in TRANSIENT_UIDS
     assert seen["processes"] > 1, "the uid level has no private /proc (docs/defenses.md)"
-    assert _process_ids(worker.plan.uid) == []  # type: ignore[arg-type]
+    assert process_ids(worker.plan.uid) == []  # type: ignore[arg-type]
 
 
 @needs_root
@@ -295,7 +293,7 @@ say(children=children)
     worker, greeting, lines = run_worker(submission(tmp_path, bomb), config)
     assert greeting.status == "ready", worker.output()
     assert 0 < said(lines)["children"] < 40, "RLIMIT_NPROC counts this worker's processes only"
-    assert _process_ids(worker.plan.uid) == [], "every process of the transient uid is gone"  # type: ignore[arg-type]
+    assert process_ids(worker.plan.uid) == [], "every process of the transient uid is gone"  # type: ignore[arg-type]
 
 
 @needs_root
@@ -307,7 +305,7 @@ if os.fork() == 0:
 """
     worker, greeting, _ = run_worker(submission(tmp_path, escape))
     assert greeting.status == "ready"
-    assert _process_ids(worker.plan.uid) == []  # type: ignore[arg-type]
+    assert process_ids(worker.plan.uid) == []  # type: ignore[arg-type]
 
 
 def test_address_space_limit_turns_a_memory_hog_into_an_import_error(tmp_path: Path) -> None:
@@ -368,7 +366,8 @@ FRAME = "import struct\nREPLY = int(sys.argv[sys.argv.index('--rep-fd') + 1])\n"
         ),
         ("(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 7}).encode())", "has no status"),
         (
-            "(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'import_error', 'type': 'E', 'message': 'm', 'fatal': 'yes'}).encode())",
+            "(lambda h: struct.pack('<Q', len(h)) + h)(json.dumps({'status': 'import_error', 'type': 'E', "
+            "'message': 'm', 'fatal': 'yes'}).encode())",
             "fatal: Input should be a valid boolean",
         ),
         (
@@ -432,9 +431,9 @@ say(child=child.pid)
     try:
         assert worker.wait_ready(time.monotonic() + 60).status == "ready"
         worker.pause()
-        assert worker.proc is not None and _state(worker.proc.pid) == "T"
+        assert worker.proc is not None and run_state(worker.proc.pid) == "T"
         stopped = [p for p in worker._processes() if p != worker.proc.pid]
-        assert stopped and all(_state(p) == "T" for p in stopped)
+        assert stopped and all(run_state(p) == "T" for p in stopped)
         from grader.problems import REGISTRY
         from grader.problems.base import generator
         from grader.spec import load_assignment
@@ -445,7 +444,7 @@ say(child=child.pid)
         request = protocol.CallRequest(case=case.model_dump(), profile=False)
         reply, _ = worker.call(request, protocol.pack_tensors(inputs), time.monotonic() + 60, 1 << 26)
         assert isinstance(reply, protocol.Called), reply
-        assert not worker.paused and _state(worker.proc.pid) != "T"
-        assert all(_state(p) != "T" for p in stopped)
+        assert not worker.paused and run_state(worker.proc.pid) != "T"
+        assert all(run_state(p) != "T" for p in stopped)
     finally:
         worker.close()
