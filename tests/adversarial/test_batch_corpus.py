@@ -28,6 +28,8 @@ from grader import batch, cli, containers
 from grader.batch.command import options_from_args
 from grader.records import Result
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CORRECT_GELU = (ROOT / "examples" / "submissions" / "correct" / "gelu.py").read_bytes()

@@ -29,6 +29,8 @@ import torch
 from grader.records import Result
 from tests.spec_support import spec_with_limit
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CORRECT = ROOT / "examples" / "submissions" / "correct"

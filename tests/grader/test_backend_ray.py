@@ -24,6 +24,8 @@ import pytest
 
 from tests.grader.backend_support import batch, grades, local_gradebook, rows, stamps, start_batch
 
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[cluster]')")
 
 SLOT = "grader_slot"

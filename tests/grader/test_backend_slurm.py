@@ -33,7 +33,7 @@ def _slurm_ready() -> str:
     return ""
 
 
-pytestmark = pytest.mark.skipif(bool(_slurm_ready()), reason=_slurm_ready() or "Slurm is ready")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(_slurm_ready()), reason=_slurm_ready() or "Slurm is ready")]
 
 
 def _processes() -> list[tuple[int, int, str, dict[str, str]]]:

@@ -28,6 +28,8 @@ from grader.batch.command import options_from_args
 from grader.records import Result
 from grader.spec import load_assignment
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 CORRECT = ROOT / "examples" / "submissions" / "correct"
 VERSION = load_assignment(hidden=False).assignment.version
@@ -284,8 +286,10 @@ def test_a_small_class_in_containers(engine: Any, image: str, tmp_path: Path, se
         info.linkname = "../../.."
         tf.addfile(info)
 
+    # the limit is the hang's and the correct students' alike (one problem): generous, so that a
+    # loaded machine compiling the correct gelu slowly cannot lose the race
     started = time.monotonic()
-    assert _run_batch(subs, out, "--timeout", "15", "--jobs", "2") == 0
+    assert _run_batch(subs, out, "--timeout", "45", "--jobs", "2") == 0
     first_run = time.monotonic() - started
     book = _gradebook(out)
     assert set(book) == {"correct", "nested", "hang", "probe", "slip", "symlink"}
@@ -325,7 +329,7 @@ def test_a_small_class_in_containers(engine: Any, image: str, tmp_path: Path, se
     # a second run grades nothing: every row is already there
     stamps = {s: (out / s / "result.json").stat().st_mtime_ns for s in book}
     started = time.monotonic()
-    assert _run_batch(subs, out, "--timeout", "15", "--jobs", "2") == 0
+    assert _run_batch(subs, out, "--timeout", "45", "--jobs", "2") == 0
     assert time.monotonic() - started < first_run / 2
     assert stamps == {s: (out / s / "result.json").stat().st_mtime_ns for s in book}
 

@@ -27,6 +27,8 @@ import torch
 from grader.records import Result
 from grader.spec import load_assignment
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CORPUS: list[dict[str, Any]] = tomllib.loads((HERE / "corpus.toml").read_text())["submission"]

@@ -24,6 +24,8 @@ import torch
 
 from grader.problems.flash_attention import attention_definition, find_saved_lse
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 GPU = torch.cuda.is_available()
 # elementwise |got - ref| <= atol + rtol * |ref|

@@ -20,6 +20,8 @@ import torch
 
 from grader.problems.matmul import matmul_definition
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 GPU = torch.cuda.is_available()
 # bound on max|c - ref| / max|ref|: float32 runs 3xTF32, about float32 rounding

@@ -18,6 +18,8 @@ import torch
 
 from grader.problems.softmax import softmax_definition
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 GPU = torch.cuda.is_available()
 TOL = {torch.float32: (1e-6, 1e-5), torch.float16: (1e-4, 2e-3), torch.bfloat16: (1e-3, 1.6e-2)}
