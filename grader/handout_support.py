@@ -22,7 +22,7 @@ from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
 from grader.spec import Case, Problem, load_assignment
 from grader.timed_rounds import FreshRounds
-from grader.watch import LaunchCounter
+from grader.watch import GUARD, LaunchCounter, tamper_message
 
 PUBLIC_SECRET = "public"
 
@@ -61,16 +61,32 @@ class CaseRunner:
         self.device = device
         self.spec = load_assignment(hidden=False)
         self._functions: dict[str, Callable[..., Any]] = {}
+        #: what each problem's module replaced of the harness, at import or in a call (as the
+        #: worker's guard reports it: that problem fails, the others are not touched)
+        self.tampered: dict[str, list[str]] = {}
         self.fresh = calls.FreshInputs()
         LaunchCounter.install()
+        GUARD.snapshot()  # before any submission module is imported, as in the worker
 
     def function(self, problem: str) -> Callable[..., Any]:
         if problem not in self._functions:
             p = self.spec.problem(problem)
             if not (self.submission / f"{p.module}.py").is_file():
                 pytest.fail(f"{self.submission} has no {p.module}.py", pytrace=False)
-            self._functions[problem] = calls.load_function(self.submission, p.module, p.function)
+            try:
+                self._functions[problem] = calls.load_function(self.submission, p.module, p.function)
+            finally:
+                self._note_tampering(problem, GUARD.restore())
         return self._functions[problem]
+
+    def _note_tampering(self, problem: str, changed: list[str]) -> None:
+        seen = self.tampered.setdefault(problem, [])
+        seen += [name for name in changed if name not in seen]
+
+    def tampering(self, problem: str) -> str | None:
+        """The grader's tampering message for `problem`, if its code replaced what the checks rely on."""
+        names = self.tampered.get(problem)
+        return tamper_message(names) if names else None
 
     def check(self, problem: str, case: Case) -> None:
         """Every correctness rule of the grader, on this case's public inputs: outputs, inputs and
@@ -80,7 +96,11 @@ class CaseRunner:
         for repeat in range(case.repeats):
             inputs = kind.make_inputs(case, generator(case_seed(PUBLIC_SECRET, problem, case, repeat)))
             expected = kind.expected(inputs, case)
+            GUARD.tampered = []  # this call's own: the worker keeps them per problem, each in its own process
             outcome = calls.run(kind, fn, case, move_inputs(inputs, self.device), self.device, self.fresh, watch=True)
+            self._note_tampering(problem, GUARD.tampered)
+            if self.tampering(problem):
+                pytest.fail(f"{case_label(kind, case, inputs)}\n{self.tampering(problem)}", pytrace=False)
             if isinstance(outcome.error, NotImplementedError):
                 pytest.fail(f"NotImplementedError: {outcome.error}", pytrace=False)
             if outcome.error is not None:

@@ -219,13 +219,16 @@ class Guard:
         """The error every later reply carries once the submission has tampered with the harness."""
         if not self.tampered:
             return None
-        shown = ", ".join(self.tampered[:8]) + (f" and {len(self.tampered) - 8} more" if len(self.tampered) > 8 else "")
-        return protocol.Failed(
-            type="Tampering",
-            message=f"the submission tampered with the grader's environment: {shown}. Replacing Python, PyTorch "
-            f"or Triton "
-            "functions, or switching the profiler, is not allowed in a submission; the problem scores 0",
-        )
+        return protocol.Failed(type="Tampering", message=tamper_message(self.tampered))
+
+
+def tamper_message(names: list[str]) -> str:
+    """What the grader and `pytest handout` both say when a submission replaced what they rely on."""
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return (
+        f"the submission tampered with the grader's environment: {shown}. Replacing Python, PyTorch or Triton "
+        "functions, or switching the profiler, is not allowed in a submission; the problem scores 0"
+    )
 
 
 GUARD = Guard()

@@ -47,7 +47,9 @@ def _cpu_case() -> object:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU cases, through Triton's interpreter")
-def test_the_handout_calls_a_case_as_the_worker_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_handout_calls_a_case_as_the_worker_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_guard: object
+) -> None:
     monkeypatch.setattr(sys, "path", list(sys.path))  # load_function puts the submission's folder first
     try:
         honest = CaseRunner(_submission(tmp_path / "honest", CORRECT_GELU.read_text()), "cpu")
@@ -56,6 +58,43 @@ def test_the_handout_calls_a_case_as_the_worker_does(tmp_path: Path, monkeypatch
         cached = CaseRunner(_submission(tmp_path / "cached", CACHED_GELU), "cpu")
         with pytest.raises(pytest.fail.Exception, match="call 2 of 2"):
             cached.check("gelu", _cpu_case())  # type: ignore[arg-type]
+    finally:
+        for name in ("gelu", "correct_gelu"):
+            sys.modules.pop(name, None)
+
+
+# replace what the checks rely on, at import or inside the call, and still compute GeLU right
+TAMPER_AT_IMPORT = """
+import torch
+from correct_gelu import triton_gelu
+
+torch.allclose = lambda *args, **kwargs: True
+"""
+TAMPER_IN_CALL = """
+import time
+from correct_gelu import triton_gelu as _gelu
+
+
+def triton_gelu(x):
+    time.perf_counter = lambda: 0.0
+    return _gelu(x)
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU cases, through Triton's interpreter")
+@pytest.mark.parametrize(
+    ("source", "named"), [(TAMPER_AT_IMPORT, "torch.allclose"), (TAMPER_IN_CALL, "time.perf_counter")]
+)
+def test_the_handout_reports_tampering_as_the_grader_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_guard: object, source: str, named: str
+) -> None:
+    """The worker's guard zeroes such a problem; the handout fails its cases with the same words."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        runner = CaseRunner(_submission(tmp_path / "sub", source), "cpu")
+        with pytest.raises(pytest.fail.Exception, match=f"tampered with the grader's environment: {named}"):
+            runner.check("gelu", _cpu_case())  # type: ignore[arg-type]
+        assert runner.tampering("softmax") is None, "another problem of the same run is not touched"
     finally:
         for name in ("gelu", "correct_gelu"):
             sys.modules.pop(name, None)
