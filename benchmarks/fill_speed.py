@@ -19,7 +19,6 @@ here before it is timed; the grader switches to it only once this shows it faste
 from __future__ import annotations
 
 import argparse
-import math
 
 import torch
 import triton
@@ -118,7 +117,6 @@ def main() -> None:
             f"| {what} | {n / 1e6:.0f} M | {torch_ms:.3f} | {hash_ms:.3f} | {torch_ms / hash_ms:.2f}x | "
             f"{n / hash_ms / 1e6:.0f} | {n * t.element_size() / hash_ms / 1e6:.0f} |"
         )
-    assert math.isfinite(hash_ms)
 
 
 if __name__ == "__main__":

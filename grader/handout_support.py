@@ -99,8 +99,9 @@ class CaseRunner:
             GUARD.tampered = []  # this call's own: the worker keeps them per problem, each in its own process
             outcome = calls.run(kind, fn, case, move_inputs(inputs, self.device), self.device, self.fresh, watch=True)
             self._note_tampering(problem, GUARD.tampered)
-            if self.tampering(problem):
-                pytest.fail(f"{case_label(kind, case, inputs)}\n{self.tampering(problem)}", pytrace=False)
+            tampered = self.tampering(problem)
+            if tampered:
+                pytest.fail(f"{case_label(kind, case, inputs)}\n{tampered}", pytrace=False)
             if isinstance(outcome.error, NotImplementedError):
                 pytest.fail(f"NotImplementedError: {outcome.error}", pytrace=False)
             if outcome.error is not None:

@@ -107,23 +107,15 @@ def test_a_node_with_another_spec_refuses_to_grade(tmp_path: Path) -> None:
         node.node_context(dataclasses.replace(recipe, spec="nowhere/assignment.toml"), [])
 
 
-def test_slurm_refuses_docker_before_queueing_anything(tmp_path: Path) -> None:
+def _batch_of_one(tmp_path: Path, backend: str, *extra: str) -> int:
+    """`grader batch` on a class of one (empty) student with `backend`: the exit code."""
     (tmp_path / "subs" / "alice").mkdir(parents=True)
-    code = cli.main(
-        [
-            "batch",
-            str(tmp_path / "subs"),
-            "--out",
-            str(tmp_path / "out"),
-            "--device",
-            "cpu",
-            "--problems",
-            "gelu",
-            "--backend",
-            "slurm",
-            "--docker",
-        ]
-    )
+    out = ["--out", str(tmp_path / "out"), "--device", "cpu", "--problems", "gelu"]
+    return cli.main(["batch", str(tmp_path / "subs"), *out, "--backend", backend, *extra])
+
+
+def test_slurm_refuses_docker_before_queueing_anything(tmp_path: Path) -> None:
+    code = _batch_of_one(tmp_path, "slurm", "--docker")
     assert code == 2
     assert not (tmp_path / "out" / ".slurm").exists()
 
@@ -132,21 +124,6 @@ def test_slurm_refuses_docker_before_queueing_anything(tmp_path: Path) -> None:
 def test_the_engine_places_gradings_not_gpus_or_jobs(
     tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "subs" / "alice").mkdir(parents=True)
-    code = cli.main(
-        [
-            "batch",
-            str(tmp_path / "subs"),
-            "--out",
-            str(tmp_path / "out"),
-            "--device",
-            "cpu",
-            "--problems",
-            "gelu",
-            "--backend",
-            "ray",
-            *extra,
-        ]
-    )
+    code = _batch_of_one(tmp_path, "ray", *extra)
     assert code == 2
     assert "--ray-resources" in capsys.readouterr().err
