@@ -155,6 +155,7 @@ def build_image(
     }
     if base:
         buildargs["BASE_IMAGE"] = base
+    previous = _image_id(client, tag)
     with tempfile.TemporaryDirectory(prefix="grader-image-") as tmp:
         context = Path(tmp)
         stage_context(root, context, cpu)
@@ -177,7 +178,20 @@ def build_image(
             text = chunk.get("stream", "").rstrip()
             if text:
                 log(text)
+    if previous and previous != _image_id(client, tag):
+        # the image this tag named before, now untagged: its Python layers alone are gigabytes
+        try:
+            client.images.remove(previous, noprune=False)
+        except Exception:
+            pass  # still used by a container or another tag: docker keeps it, as it should
     return tag
+
+
+def _image_id(client: Any, tag: str) -> str | None:
+    try:
+        return client.images.get(tag).id
+    except Exception:
+        return None
 
 
 @dataclass

@@ -93,6 +93,16 @@ say "base image $CPU_BASE_IMAGE is present"
 [ -z "$TORCH_CPU_WHEEL" ] || [ -f "$TORCH_CPU_WHEEL" ] || give_up "TORCH_CPU_WHEEL=$TORCH_CPU_WHEEL is missing"
 stamp="$(cat "$REQUIREMENTS" | sha256sum | cut -c1-16)-$(basename "${TORCH_CPU_WHEEL:-pypi}")"
 if [ "$(cat "$WHEELS/.complete" 2>/dev/null || true)" != "$stamp" ]; then
+  # The wheels take 2.6 GB and the CPU image about 13 GB while it builds (its deps stage holds the
+  # wheels and the installed environment, the final image the environment again): say so up front,
+  # not as a pip traceback half-way through a download.
+  need_gb="${SETUP_DOCKER_NEED_GB:-18}"
+  docker_root=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null || echo /var/lib/docker)
+  for place in . "$docker_root"; do
+    [ -d "$place" ] || continue
+    free_gb=$(( $(df -Pk "$place" | awk 'NR==2 {print $4}') / 1048576 ))
+    [ "$free_gb" -ge "$need_gb" ] || give_up "only $free_gb GB free on the file system of $place; the CPU image's wheels and build need about $need_gb GB (free some, or set SETUP_DOCKER_NEED_GB)"
+  done
   say "downloading the wheels of $REQUIREMENTS into $WHEELS"
   find "$WHEELS" -name '*.whl' -delete 2>/dev/null || true
   mkdir -p "$WHEELS"
@@ -104,7 +114,8 @@ if [ "$(cat "$WHEELS/.complete" 2>/dev/null || true)" != "$stamp" ]; then
   # bookworm's 2.36 that wheels use: the CUDA libraries are tagged 2_5 to 2_28).
   platforms=()
   for minor in $(seq 28 -1 5); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done
-  "$pip" download -q --dest "$WHEELS" --find-links "$WHEELS" --only-binary=:all: \
+  # --no-cache-dir: the wheels land in $WHEELS; a second copy in pip's cache would only fill the disk
+  "$pip" download -q --no-cache-dir --dest "$WHEELS" --find-links "$WHEELS" --only-binary=:all: \
     --python-version 3.11 --implementation cp --abi cp311 \
     "${platforms[@]}" --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64 \
     --platform linux_x86_64 \

@@ -13,6 +13,8 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 . .venv/bin/activate
+# No pip cache: torch and its CUDA libraries are 2.6 GB of wheels that would only sit there twice.
+export PIP_NO_CACHE_DIR=1
 python -m pip install -q --upgrade pip >/dev/null
 if [ "${KEEP_TORCH:-0}" = "1" ]; then
   # every dependency of pyproject.toml (and its dev extra) but torch and triton, then the project alone
