@@ -21,7 +21,7 @@ import torch
 
 from grader.problems.base import CallOutput, ProblemKind, output_facts
 from grader.spec import Case
-from grader.watch import GUARD, PROFILER, LaunchCounter
+from grader.watch import GUARD, PROFILER, CompiledAsEager, LaunchCounter, compiled_events
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 # bound before any submission is imported (the tamper guard restores the modules' own names)
@@ -39,20 +39,25 @@ def _settled(device: str) -> None:
 
 def _summed_up(record: dict[str, Any], names: set[str], kernels: list[str], launches_before: int) -> None:
     record["aten_ops"] = sorted(n for n in names if n.startswith("aten::"))
+    record["compiled_regions"] = compiled_events(names)
     record["gpu_kernels"] = kernels
     record["triton_launches"] = LaunchCounter.total() - launches_before
 
 
 @contextmanager
 def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
-    """Records the aten ops run on any thread, the GPU kernels, and the Triton launches."""
+    """Records the aten ops run on any thread, the GPU kernels, and the Triton launches.
+
+    torch.compile'd functions run eagerly in here (`CompiledAsEager`), so their ops are seen too.
+    """
     start = LaunchCounter.total()
     p = PROFILER
     if not p.direct:  # pragma: no cover - fallback without tamper detection
         acts = [p.activities.CPU] + ([p.activities.CUDA] if device == "cuda" else [])
         with p.public(activities=acts) as prof:
             try:
-                yield
+                with CompiledAsEager():
+                    yield
             finally:
                 _settled(device)
         _summed_up(record, {e.name for e in prof.events()}, [], start)
@@ -62,7 +67,8 @@ def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
     p.enable(p.config, activities)
     enabled_at = _time_ns()
     try:
-        yield
+        with CompiledAsEager():
+            yield
     finally:
         _settled(device)
         try:

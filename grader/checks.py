@@ -6,6 +6,7 @@ sees the same verdict and message locally as in the grade.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,18 +172,28 @@ def check_call(
     return Verdict(not problems, "\n".join(problems))
 
 
-def kernel_check(problem: Problem, case: Case, aten_ops: list[str], triton_launches: int) -> str | None:
+def kernel_check(
+    problem: Problem, case: Case, aten_ops: list[str], triton_launches: int, compiled: Sequence[str] = ()
+) -> str | None:
     """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
 
     `aten_ops` are the ops recorded in the watched part of the call (`ProblemKind.call`'s
     `watch`: the whole call, or only the forward, for a problem whose backward may be PyTorch);
-    `triton_launches` counts the Triton kernels the whole call launched.
+    `triton_launches` counts the Triton kernels the whole call launched; `compiled` names the
+    events of torch.compile'd code that ran compiled in the watched part, where the watch runs
+    it eagerly: its kernels are inductor's, not the student's, and their ops are unseen.
     """
     used = [op for op in aten_ops if op in problem.forbidden_ops]
     if used:
         return (
             f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {problem.title} must be "
             f"computed by your own Triton kernel"
+        )
+    if compiled:
+        return (
+            f"ran torch.compile'd code compiled in case {case.name} ({compiled[0]}), where the grader runs "
+            f"it eagerly (torch.compiler's stance was changed): {problem.title} must be computed by your "
+            f"own Triton kernel"
         )
     if not triton_launches:
         return f"no Triton kernel was launched in case {case.name}: {problem.title} must be computed by a Triton kernel"

@@ -120,7 +120,9 @@ class CaseRunner:
 
 def kernel_message(spec: Problem, case: Case, profile: dict[str, Any], triton_launches: int) -> str | None:
     """The kernel check's verdict on a watched call, as the handout reports it (None: it passes)."""
-    cheat = kernel_check(spec, case, list(profile.get("aten_ops", [])), triton_launches)
+    cheat = kernel_check(
+        spec, case, list(profile.get("aten_ops", [])), triton_launches, list(profile.get("compiled_regions", []))
+    )
     return cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 
 

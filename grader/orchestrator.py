@@ -202,7 +202,13 @@ class ProblemRun:
     def _check_kernel_use(self, profile: protocol.Profile | None, triton_launches: int, case: Case) -> None:
         if self.cheat:
             return
-        self.cheat = kernel_check(self.problem, case, list(profile.aten_ops) if profile else [], triton_launches)
+        self.cheat = kernel_check(
+            self.problem,
+            case,
+            list(profile.aten_ops) if profile else [],
+            triton_launches,
+            list(profile.compiled_regions) if profile else [],
+        )
 
     # -- the problem ------------------------------------------------------------------------------
 

@@ -273,3 +273,31 @@ class _Profiler:
 
 
 PROFILER = _Profiler()
+
+
+# -- torch.compile where ops are checked ----------------------------------------------------------
+
+# Code that torch.compile compiled runs inductor's generated kernels and records no aten op, so
+# in the watched part of a call it is run as the eager code it was written as (dynamo's
+# "force_eager" stance), whose ops the profiler sees. Bound at import, as the profiler is.
+import torch._dynamo.eval_frame as _eval_frame  # noqa: E402
+
+_set_stance = _eval_frame._set_stance
+_FORCE_EAGER = _eval_frame.DynamoStance("force_eager")
+#: profiler events that only compiled code records: one in a watched part means the stance was undone
+COMPILED_EVENTS = ("Torch-Compiled Region", "TorchDynamo Cache Lookup", "## Call CompiledFxGraph")
+
+
+class CompiledAsEager:
+    """A context in which every torch.compile'd function runs eagerly."""
+
+    def __enter__(self) -> None:
+        self.prior = _set_stance(_FORCE_EAGER)
+
+    def __exit__(self, *exc: object) -> None:
+        _set_stance(self.prior)
+
+
+def compiled_events(names: set[str]) -> list[str]:
+    """The events among `names` that compiled code recorded."""
+    return sorted(n for n in names if n.startswith(COMPILED_EVENTS))[:10]

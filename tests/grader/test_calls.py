@@ -51,6 +51,47 @@ def test_profiled_notices_a_profiler_restarted(clean_guard: watch.Guard) -> None
     assert clean_guard.tampered == ["the profiler (restarted during the call)"]
 
 
+def _compiled_gelu() -> Any:
+    """A torch.compile'd GeLU, compiled once outside any watch (as a submission's import would)."""
+    import torch._dynamo.eval_frame as eval_frame
+
+    fn = torch.compile(lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
+    prior = eval_frame._set_stance(eval_frame.DynamoStance("default"))
+    try:
+        fn(torch.randn(8))
+    finally:
+        eval_frame._set_stance(prior)
+    return fn
+
+
+def test_profiled_runs_compiled_code_eagerly_so_its_ops_are_seen() -> None:
+    """Inductor's generated code records no aten op: in the watch it runs as the eager code it was."""
+    import torch._dynamo.eval_frame as eval_frame
+
+    fn = _compiled_gelu()
+    x = torch.randn(8)
+    unwatched = torch.profiler.profile()
+    with unwatched:
+        fn(x)
+    assert not any(e.name.startswith("aten::gelu") for e in unwatched.events())  # the hole, without the watch
+    record: dict[str, Any] = {}
+    with calls.profiled(record, "cpu"):
+        fn(x)
+    assert "aten::gelu" in record["aten_ops"] and record["compiled_regions"] == []
+    assert eval_frame._stance.stance == "default"  # the stance is the submission's again afterwards
+
+
+def test_profiled_names_compiled_code_that_ran_compiled() -> None:
+    """A call that switches torch.compile back on inside the watch leaves compiled code's events."""
+    fn = _compiled_gelu()
+    record: dict[str, Any] = {}
+    with calls.profiled(record, "cpu"):
+        torch.compiler.set_stance("default")
+        fn(torch.randn(8))
+    assert "aten::gelu" not in record["aten_ops"]
+    assert any(name.startswith("Torch-Compiled Region") for name in record["compiled_regions"])
+
+
 # -- describing outputs and inputs -------------------------------------------------------------------
 
 

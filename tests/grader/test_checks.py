@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import compare
+from grader.checks import compare, kernel_check
+from grader.problems import REGISTRY
+from grader.spec import load_assignment
 
 
 def test_within_tolerance_passes() -> None:
@@ -34,3 +36,13 @@ def test_inf_sign_must_match() -> None:
     assert compare("out", torch.tensor([float("inf")]), exp, 0, 0) is None
     assert compare("out", torch.tensor([float("-inf")]), exp, 0, 0) is not None
     assert compare("out", torch.tensor([1e30]), exp, 0, 0) is not None
+
+
+def test_kernel_check_fails_compiled_code_in_the_watched_part() -> None:
+    problem = next(p for p in load_assignment(hidden=False).problems if p.name == "gelu")
+    case = REGISTRY["gelu"].case_model.model_validate({"name": "c", "suite": "cpu", "shape": [4], "dtype": "float32"})
+    assert kernel_check(problem, case, ["aten::empty"], 1) is None
+    assert kernel_check(problem, case, ["aten::empty"], 1, []) is None
+    message = kernel_check(problem, case, ["aten::empty"], 1, ["Torch-Compiled Region: 0/0"])
+    assert message and "torch.compile'd code" in message and "Torch-Compiled Region: 0/0" in message
+    assert "aten::gelu" in (kernel_check(problem, case, ["aten::gelu"], 1, ["Torch-Compiled Region: 0/0"]) or "")
