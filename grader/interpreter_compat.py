@@ -10,15 +10,32 @@ kernel's own pruning (`prune_configs_by`), the same on every machine and every r
 choosing, and the reset Triton does after choosing still happens. `@triton.heuristics` needs
 nothing (it computes meta-parameters from the arguments, no driver involved).
 
+The interpreter also differs from the GPU compiler in ways that fail correct kernels on CPU only;
+each is mended here so that a kernel the GPU runs runs here too (the write-up's "On a CPU"):
+
+- libdevice (`from triton.language.extra import libdevice`, or its `cuda` module): the
+  interpreter has no extern calls, and the generic module's functions are stubs the GPU compiler
+  replaces. Here each runs as the NumPy function of the same name (`__nv_tanhf` -> `np.tanh`).
+- one-instruction `tl.inline_asm_elementwise` of the common approximate PTX functions
+  (`tanh.approx.f32 $0, $1;` and the like), as their NumPy functions; other assembly still fails.
+- the loop variable of `range` / `tl.range` is a scalar tensor on the GPU (`i.to(tl.int64)`
+  works there) but a Python int in the interpreter; here it is a scalar tensor too.
+- `torch.library.wrap_triton` refuses the interpreter's function objects; here it lets them run.
+
 Installed by the grader's worker before a submission is imported and by the handout's tests, in
 the interpreter only; a GPU run is never touched.
 """
 
 from __future__ import annotations
 
+import ast
+import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 _INSTALLED = False
 
@@ -51,5 +68,194 @@ def install() -> bool:
     # `do_bench` is a cached property on Triton 3.x; a plain property wins over any per-instance
     # benchmarker (a `do_bench=` argument would also need a GPU)
     Autotuner.do_bench = property(lambda self: untimed_bench)  # type: ignore[assignment,method-assign]
+    for mend in (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton):
+        try:
+            mend()
+        except (ImportError, AttributeError):  # pragma: no cover - a Triton or torch laid out otherwise
+            pass
     _INSTALLED = True
     return True
+
+
+# -- libdevice and inline assembly ------------------------------------------------------------------
+
+_SAME_NAME = (
+    "tanh exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan sinh cosh arcsin arccos arctan arcsinh arccosh "
+    "arctanh floor ceil trunc rint copysign hypot fmod isnan isinf signbit cbrt"
+)
+_NUMPY: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _SAME_NAME.split()}
+_NUMPY.update(
+    {
+        "asin": _NUMPY["arcsin"],
+        "acos": _NUMPY["arccos"],
+        "atan": _NUMPY["arctan"],
+        "asinh": _NUMPY["arcsinh"],
+        "acosh": _NUMPY["arccosh"],
+        "atanh": _NUMPY["arctanh"],
+        "round": _NUMPY["rint"],
+        "nearbyint": _NUMPY["rint"],
+        "exp10": lambda x: np.power(np.asarray(10.0, x.dtype), x),
+        "rsqrt": lambda x: 1 / np.sqrt(x),
+        "rcp": lambda x: 1 / x,
+        "abs": np.abs,
+        "fabs": np.abs,
+        "pow": np.power,
+        "powi": np.power,
+        "fmin": np.fmin,
+        "fmax": np.fmax,
+        "min": np.minimum,
+        "max": np.maximum,
+        "atan2": np.arctan2,
+        "fma": lambda x, y, z: x * y + z,
+        "div": lambda x, y: x / y,
+        "fdiv": lambda x, y: x / y,
+        "erf": np.vectorize(math.erf, otypes=[np.float64]),
+        "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
+        "saturate": lambda x: np.clip(x, 0, 1),
+        "isfinite": np.isfinite,
+        "finitef": np.isfinite,
+    }
+)
+
+
+def _numpy_function(symbol: str) -> Callable[..., Any] | None:
+    """The NumPy function for a libdevice symbol: `__nv_tanhf`, `__nv_fast_expf`, `__nv_fdiv_rn`..."""
+    name = symbol.removeprefix("__nv_").removeprefix("fast_")
+    name = re.sub(r"_(rn|rz|rd|ru)$", "", name)
+    for candidate in (name, name[:-1] if name.endswith("f") else None, name.removesuffix("f_ieee")):
+        if candidate and candidate in _NUMPY:
+            return _NUMPY[candidate]
+    return None
+
+
+def _result(data: Any, like: Any, dtype: Any) -> Any:
+    from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+
+    scalar = getattr(dtype, "scalar", dtype)
+    if not hasattr(scalar, "primitive_bitwidth"):
+        scalar = like.dtype.scalar
+    return TensorHandle(np.asarray(data).astype(_get_np_dtype(scalar)), scalar)
+
+
+class _Results:
+    """What `tl.inline_asm_elementwise` reads its one result from (`get_result(0)`)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def get_result(self, index: int) -> Any:
+        return self.handle
+
+
+def _extern_calls() -> None:
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    def create_extern_elementwise(
+        self: Any, lib_name: str, lib_path: str, symbol: str, args: list, ret: Any, pure: bool
+    ) -> Any:
+        fn = _numpy_function(symbol)
+        if fn is None:
+            raise NotImplementedError(
+                f"libdevice's {symbol} has no NumPy counterpart in the grader's interpreter support: it runs on a "
+                f"GPU only; under the interpreter (CPU) write it with triton.language functions"
+            )
+        with np.errstate(all="ignore"):
+            return _result(fn(*(a.data for a in args)), args[0], ret)
+
+    def create_inline_asm(
+        self: Any, asm: str, constraints: str, values: list, types: Any, pure: bool, pack: int
+    ) -> Any:
+        match = re.fullmatch(r"\s*([a-z0-9]+)\.approx(?:\.ftz)?\.f32\s+\$0\s*,\s*\$1\s*;?\s*", asm)
+        op = {"ex2": "exp2", "lg2": "log2"}.get(match.group(1), match.group(1)) if match else None
+        if op is None or op not in _NUMPY or len(values) != 1:
+            raise NotImplementedError(
+                f"inline assembly {asm.strip()!r} cannot run under Triton's interpreter (CPU): it runs on a GPU "
+                f"only (one-instruction tanh/ex2/lg2/rcp/rsqrt/sqrt/sin/cos .approx.f32 do run here)"
+            )
+        with np.errstate(all="ignore"):
+            data = _NUMPY[op](values[0].data.astype(np.float32))
+        return _Results(_result(data, values[0], types[0] if isinstance(types, (list, tuple)) else types))
+
+    InterpreterBuilder.create_extern_elementwise = create_extern_elementwise  # type: ignore[method-assign]
+    InterpreterBuilder.create_inline_asm = create_inline_asm  # type: ignore[method-assign]
+
+
+def _libdevice_modules() -> None:
+    """Both libdevice modules' functions, bound to the interpreter's semantic (as tl's are per launch)."""
+    import triton.language.extra.cuda.libdevice as cuda
+    import triton.language.extra.libdevice as generic
+    from triton.runtime.interpreter import interpreter_semantic
+
+    def bound(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kwargs.pop("_semantic", None)
+            return fn(*args, **kwargs, _semantic=interpreter_semantic)
+
+        call.__name__ = call.__qualname__ = fn.__name__
+        return call
+
+    for name in dir(cuda):
+        fn = getattr(cuda, name)
+        if callable(fn) and getattr(fn, "__triton_builtin__", False):
+            wrapped = bound(fn)
+            setattr(cuda, name, wrapped)
+            if hasattr(generic, name):
+                setattr(generic, name, wrapped)
+
+
+# -- loop variables ------------------------------------------------------------------------------
+
+
+def _is_range(node: ast.expr) -> bool:
+    """`range(...)` or `<module>.range(...)` (`tl.range`); not `static_range`, a constexpr on a GPU too."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    named = isinstance(func, ast.Name) and func.id == "range"
+    return named or (isinstance(func, ast.Attribute) and func.attr == "range")
+
+
+def _loop_indices() -> None:
+    from triton.runtime import interpreter
+
+    class LoopIndices(interpreter.ASTTransformer):  # type: ignore[misc,name-defined]
+        """The interpreter's rewrite, plus: `for i in range(...)` makes `i` a scalar tensor, as on a GPU."""
+
+        def visit_For(self, node: ast.For) -> ast.For:
+            self.generic_visit(node)
+            if isinstance(node.target, ast.Name) and _is_range(node.iter):
+                name = node.target.id
+                as_tensor = ast.Assign(
+                    targets=[ast.Name(id=name, ctx=ast.Store())],
+                    value=ast.Call(
+                        func=ast.Attribute(
+                            value=ast.Name(id="interpreter_semantic", ctx=ast.Load()), attr="to_tensor", ctx=ast.Load()
+                        ),
+                        args=[ast.Name(id=name, ctx=ast.Load()), ast.Constant(value=False)],
+                        keywords=[],
+                    ),
+                )
+                node.body.insert(0, ast.fix_missing_locations(ast.copy_location(as_tensor, node.body[0])))
+            return node
+
+    interpreter.FunctionRewriter.ast_transformer = LoopIndices()
+
+
+# -- torch.library --------------------------------------------------------------------------------
+
+
+def _wrap_triton() -> None:
+    import torch._library.triton as library_triton
+    import torch.library
+    from triton.runtime.interpreter import InterpretedFunction
+
+    original = library_triton.wrap_triton
+
+    def wrap_triton(triton_kernel: Any) -> Any:
+        """As torch's, and an interpreted kernel runs as itself (there is nothing to trace on CPU)."""
+        if isinstance(triton_kernel, InterpretedFunction):
+            return triton_kernel
+        return original(triton_kernel)
+
+    library_triton.wrap_triton = wrap_triton
+    torch.library.wrap_triton = wrap_triton

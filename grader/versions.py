@@ -89,6 +89,13 @@ def hint(message: str, env: Environment | None = None) -> str | None:
             f"with block pointers). The grader runs Triton {env.triton}. Test with the grading versions "
             f"({install_command(env)}), or use masks / tensor descriptors ({WRITEUP})."
         )
+    if "active drivers" in message or "object has no attribute '_init_handles'" in message:
+        return (
+            "This code asks the GPU driver for something (triton.runtime.driver.active, or the compiled kernel of "
+            "f.warmup(...)), which Triton's interpreter on a CPU does not have: it runs on a GPU only. Keep it "
+            "behind `if torch.cuda.is_available():` with a plain f[grid](...) launch otherwise (assignment/README.md, "
+            '"On a CPU: Triton\'s interpreter").'
+        )
     missing = re.search(r"module 'triton\.language' has no attribute '(\w+)'", message)
     if missing:
         return (

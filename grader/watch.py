@@ -41,11 +41,22 @@ def make(original, counter):
             counter[0] += 1
         return original(self, *args, **kwargs)
     return run
+
+def make_getitem(original, counter):
+    def __getitem__(self, grid):
+        runner = original(self, grid)
+        def launch(*args, **kwargs):
+            counter[0] += 1
+            return runner(*args, **kwargs)
+        return launch
+    return __getitem__
 """
 
 
 class LaunchCounter:
-    """Counts Triton kernel launches by wrapping `run` of Triton's JIT and interpreter functions.
+    """Counts Triton kernel launches by wrapping `run` of Triton's JIT and interpreter functions,
+    and the launcher of a compiled kernel (`kernel = f.warmup(...); kernel[grid](...)`, as Triton's
+    fused-softmax tutorial launches: it bypasses `run`).
 
     The wrapper is compiled in a namespace of its own: `JITFunction.run.__globals__` leads
     nowhere near the grader.
@@ -77,6 +88,11 @@ class LaunchCounter:
         exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
         for klass in targets:
             klass.run = namespace["make"](klass.run, cls._counter)
+        try:
+            from triton.compiler.compiler import CompiledKernel
+        except ImportError:  # pragma: no cover - Triton laid out otherwise
+            return
+        CompiledKernel.__getitem__ = namespace["make_getitem"](CompiledKernel.__getitem__, cls._counter)
 
 
 # -- tamper guard -------------------------------------------------------------------------------

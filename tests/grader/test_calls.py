@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 import torch
 
 from grader import calls, watch
@@ -214,3 +215,40 @@ def test_watched_sees_the_ops_of_one_call_as_timing_watches_it() -> None:
         GELU, lambda x: torch.nn.functional.gelu(x, approximate="tanh"), _inputs(4), CASE, "cpu"
     )
     assert "aten::gelu" in profile["aten_ops"] and launches == 0 and result.outputs["out"].shape == (8, 16)
+
+
+# -- launch counting -------------------------------------------------------------------------------
+
+
+def test_the_compiled_kernels_launcher_is_counted_too() -> None:
+    """Triton's fused-softmax tutorial launches `f.warmup(...)`'s compiled kernel by `kernel[grid]`,
+    bypassing `JITFunction.run`: its launcher is wrapped as `run` is, in a namespace of its own."""
+    from triton.compiler.compiler import CompiledKernel
+
+    watch.LaunchCounter.install()
+    getitem = CompiledKernel.__getitem__
+    assert getitem.__name__ == "__getitem__" and "grader" not in str(getitem.__globals__.keys())
+    assert getitem.__code__.co_freevars == ("counter", "original")
+
+
+@pytest.mark.gpu
+def test_a_warmed_up_kernel_launched_by_its_grid_is_counted() -> None:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def double(x, y, n, B: tl.constexpr):
+        i = tl.program_id(0) * B + tl.arange(0, B)
+        tl.store(y + i, 2 * tl.load(x + i, mask=i < n), mask=i < n)
+
+    watch.LaunchCounter.install()
+    x = torch.randn(1000, device="cuda")
+    y = torch.empty_like(x)
+    kernel = double.warmup(x, y, 1000, B=256, grid=(1,))
+    kernel._init_handles()
+    before = watch.LaunchCounter.total()
+    launch = kernel[(4, 1, 1)]
+    launch(x, y, 1000)
+    launch(x, y, 1000)
+    torch.cuda.synchronize()
+    assert watch.LaunchCounter.total() - before == 2 and torch.equal(y, 2 * x)

@@ -71,3 +71,87 @@ def test_install_is_a_no_op_outside_the_interpreter() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300
     )
     assert done.stdout.strip() == "False", done.stderr[-2000:]
+
+
+# -- where the interpreter and the GPU compiler differ -------------------------------------------
+
+GPU_ONLY_IDIOMS = """
+import torch, triton, triton.language as tl
+from triton.language.extra import libdevice
+{install}
+
+@triton.jit
+def math(x, out, n, B: tl.constexpr):
+    i = tl.program_id(0) * B + tl.arange(0, B)
+    v = tl.load(x + i, mask=i < n, other=0.0)
+    a = libdevice.tanh(v) + tl.extra.cuda.libdevice.erf(v) + libdevice.pow(tl.abs(v), 1.5)
+    b = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [v], dtype=tl.float32, is_pure=True, pack=1)
+    tl.store(out + i, a + b, mask=i < n)
+
+@triton.jit
+def rows(x, out, n_rows, n_cols, B: tl.constexpr):
+    for r in tl.range(tl.program_id(0), n_rows, 2):
+        base = r.to(tl.int64) * n_cols          # a scalar tensor on a GPU: .to works there
+        for start in range(0, n_cols, B):
+            cols = start.to(tl.int32) + tl.arange(0, B)
+            v = tl.load(x + base + cols, mask=cols < n_cols)
+            for k in tl.static_range(2):        # a constexpr on a GPU: stays a Python int
+                v = v * (k + 1)
+            tl.store(out + base + cols, v, mask=cols < n_cols)
+
+x = torch.randn(300)
+out = torch.empty(300)
+math[(3,)](x, out, 300, B=128)
+want = torch.tanh(x) + torch.erf(x) + x.abs() ** 1.5 + torch.tanh(x)
+assert torch.allclose(out, want, atol=1e-5), (out - want).abs().max()
+m = torch.randn(5, 70)
+got = torch.empty_like(m)
+rows[(2,)](m, got, 5, 70, B=32)
+assert torch.equal(got, m * 2), "rows"
+wrapped = torch.library.wrap_triton(rows)
+wrapped[(2,)](m, got, 5, 70, B=32)
+print("ok")
+"""
+
+
+def _child(code: str, install: bool, folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run `code` from a file: the interpreter rewrites a kernel from its source, which `-c` has not."""
+    line = "from grader import interpreter_compat; assert interpreter_compat.install()" if install else ""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    script = folder / "kernels.py"
+    script.write_text(textwrap.dedent(code.replace("{install}", line)))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_libdevice_inline_asm_loop_indices_and_wrap_triton_run_as_on_a_gpu(tmp_path: Path) -> None:
+    done = _child(GPU_ONLY_IDIOMS, install=True, folder=tmp_path)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-3000:]
+
+
+def test_without_it_those_idioms_fail_on_cpu_only(tmp_path: Path) -> None:
+    """The reasons the mends exist (if Triton's interpreter gains them, drop the mends)."""
+    done = _child(GPU_ONLY_IDIOMS, install=False, folder=tmp_path)
+    assert done.returncode != 0
+    reasons = ("NoneType", "extern_elementwise not supported", "_semantic` argument must be provided")
+    assert any(reason in done.stderr for reason in reasons), done.stderr[-2000:]
+
+
+def test_assembly_it_cannot_run_says_so(tmp_path: Path) -> None:
+    code = """
+    import torch, triton, triton.language as tl
+    {install}
+    @triton.jit
+    def k(x, out):
+        v = tl.load(x + tl.arange(0, 16))
+        w = tl.inline_asm_elementwise("mul.lo.u32 $0, $1, 3;", "=r,r", [v], dtype=tl.int32, is_pure=True, pack=1)
+        tl.store(out + tl.arange(0, 16), w)
+    try:
+        k[(1,)](torch.arange(16, dtype=torch.int32), torch.empty(16, dtype=torch.int32))
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+    """
+    done = _child(code, install=True, folder=tmp_path)
+    assert "cannot run under Triton's interpreter (CPU): it runs on a GPU only" in done.stdout, (
+        done.stdout,
+        done.stderr,
+    )
