@@ -21,7 +21,7 @@ import torch
 
 from grader.problems.base import CallOutput, ProblemKind, output_facts
 from grader.spec import Case
-from grader.watch import GUARD, PROFILER, CompiledAsEager, LaunchCounter, compiled_events
+from grader.watch import GUARD, PROFILER, CompiledAsEager, LaunchCounter, Recording, compiled_events
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 # bound before any submission is imported (the tamper guard restores the modules' own names)
@@ -38,6 +38,10 @@ def _settled(device: str) -> None:
 
 
 def _summed_up(record: dict[str, Any], names: set[str], kernels: list[str], launches_before: int) -> None:
+    redispatched, refused = Recording.stop()
+    for switch in refused:
+        GUARD.flag(f"the profiler ({switch}(False) during the call)")
+    names = names | set(redispatched)
     record["aten_ops"] = sorted(n for n in names if n.startswith("aten::"))
     record["compiled_regions"] = compiled_events(names)
     record["gpu_kernels"] = kernels
@@ -52,6 +56,7 @@ def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
     """
     start = LaunchCounter.total()
     p = PROFILER
+    Recording.start()
     if not p.direct:  # pragma: no cover - fallback without tamper detection
         acts = [p.activities.CPU] + ([p.activities.CUDA] if device == "cuda" else [])
         with p.public(activities=acts) as prof:

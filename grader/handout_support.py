@@ -22,7 +22,7 @@ from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
 from grader.spec import Case, Problem, load_assignment
 from grader.timed_rounds import FreshRounds
-from grader.watch import GUARD, LaunchCounter, tamper_message
+from grader.watch import GUARD, LaunchCounter, Recording, tamper_message
 
 PUBLIC_SECRET = "public"
 
@@ -66,6 +66,7 @@ class CaseRunner:
         self.tampered: dict[str, list[str]] = {}
         self.fresh = calls.FreshInputs()
         LaunchCounter.install()
+        Recording.install()
         GUARD.snapshot()  # before any submission module is imported, as in the worker
 
     def function(self, problem: str) -> Callable[..., Any]:

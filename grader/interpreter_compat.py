@@ -21,6 +21,8 @@ each is mended here so that a kernel the GPU runs runs here too (the write-up's 
 - the loop variable of `range` / `tl.range` is a scalar tensor on the GPU (`i.to(tl.int64)`
   works there) but a Python int in the interpreter; here it is a scalar tensor too.
 - `torch.library.wrap_triton` refuses the interpreter's function objects; here it lets them run.
+- a cast into or out of bfloat16 from anything but float32 (float64, float16, integers) moved the
+  raw bits as a number (1.0 stored as 9e-41); here it goes through float32, as a GPU converts.
 
 Installed by the grader's worker before a submission is imported and by the handout's tests, in
 the interpreter only; a GPU run is never touched.
@@ -68,7 +70,7 @@ def install() -> bool:
     # `do_bench` is a cached property on Triton 3.x; a plain property wins over any per-instance
     # benchmarker (a `do_bench=` argument would also need a GPU)
     Autotuner.do_bench = property(lambda self: untimed_bench)  # type: ignore[assignment,method-assign]
-    for mend in (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton):
+    for mend in (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton, _bfloat16_casts):
         try:
             mend()
         except (ImportError, AttributeError):  # pragma: no cover - a Triton or torch laid out otherwise
@@ -208,6 +210,25 @@ def _libdevice_modules() -> None:
             setattr(cuda, name, wrapped)
             if hasattr(generic, name):
                 setattr(generic, name, wrapped)
+
+
+# -- casts --------------------------------------------------------------------------------------
+
+
+def _bfloat16_casts() -> None:
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    original = InterpreterBuilder.cast_impl
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        """Only float32 <-> bfloat16 converts values in the interpreter: anything else goes through it."""
+        ends = {src.dtype.scalar, dst_type.scalar}
+        if tl.bfloat16 in ends and len(ends) == 2 and tl.float32 not in ends:
+            return original(self, original(self, src, tl.float32), dst_type)
+        return original(self, src, dst_type)
+
+    InterpreterBuilder.cast_impl = cast_impl  # type: ignore[method-assign]
 
 
 # -- loop variables ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import torch
 from grader.problems.base import ProblemKind, output_facts, round_seed
 from grader.protocol import VerifiedRound
 from grader.spec import Case
+from grader.watch import GUARD, settle_modes
 
 #: a round other than a chunk's last is checked with probability 1 / VERIFY_EVERY
 VERIFY_EVERY = 32
@@ -79,9 +80,11 @@ class FreshRounds:
         return self._gen.manual_seed(seed)
 
     def before(self, input_set: int) -> None:
+        self._settle()
         self.kind.refill(self.sets[input_set], self.case, self.seeded(round_seed(self.refill_base, self.index)))
 
     def after(self, result: Any, chunk_end: bool) -> None:
+        self._settle()
         index = self.index
         self.index += 1
         if not (chunk_end or chosen(self.verify_base, index)):
@@ -97,6 +100,13 @@ class FreshRounds:
             except Exception as exc:  # noqa: BLE001 - an output that cannot even be indexed
                 issues = [f"its outputs could not be read: {type(exc).__name__}: {str(exc)[:300]}"]
         self.taken.append(Taken(index, facts, slices, issues))
+
+    @staticmethod
+    def _settle() -> None:
+        """A mode left on PyTorch's stacks would run inside the refill and the sampling: taken off
+        (a dispatch mode is reported as tampering, as after a correctness call)."""
+        for left in settle_modes():
+            GUARD.flag(left)
 
     def drain(self) -> tuple[list[VerifiedRound], dict[str, torch.Tensor]]:
         """The checked rounds since the last drain: (per round its index, outputs' facts and

@@ -42,6 +42,22 @@ def make(original, counter):
         return original(self, *args, **kwargs)
     return run
 
+def make_redispatch(original, watching, seen):
+    def redispatch_boxed(self, *args, **kwargs):
+        if watching[0]:
+            seen.append(self.schema().name)
+        return original(self, *args, **kwargs)
+    return redispatch_boxed
+
+def make_switch(original, watching, refused, label):
+    def switch(*args, **kwargs):
+        on = args[0] if args else next(iter(kwargs.values()), True)
+        if watching[0] and not on:
+            refused.append(label)
+            return None
+        return original(*args, **kwargs)
+    return switch
+
 def make_getitem(original, counter):
     def __getitem__(self, grid):
         runner = original(self, grid)
@@ -95,12 +111,93 @@ class LaunchCounter:
         CompiledKernel.__getitem__ = namespace["make_getitem"](CompiledKernel.__getitem__, cls._counter)
 
 
+class Recording:
+    """What the profiler's op recording cannot see by itself, recorded beside it while a call is watched.
+
+    - `OpOverload.redispatch` (`_DispatchOperatorHandle.redispatch_boxed`) runs an op's kernel past
+      the dispatcher's RecordFunction: a forbidden op called that way left no event. Its name is
+      noted here instead (PyTorch's own custom-op wrappers redispatch too: their names are noted,
+      not refused).
+    - `_enable_record_function(False)` and `_toggle_collection_dynamic(False, ...)` switch recording
+      off from Python: while a call is watched they are refused and reported as tampering.
+
+    The wrappers are compiled apart from this module's globals, as the launch counter's are.
+    """
+
+    watching = [False]
+    seen: list[str] = []
+    refused: list[str] = []
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:
+            return
+        cls._installed = True
+        # the real builtins: PyTorch's argument parsing imports through the calling frame's
+        namespace: dict[str, Any] = {"__builtins__": builtins}
+        exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
+        handle = torch._C._DispatchOperatorHandle
+        handle.redispatch_boxed = namespace["make_redispatch"](handle.redispatch_boxed, cls.watching, cls.seen)
+        for name in ("_enable_record_function", "_toggle_collection_dynamic"):
+            switch = namespace["make_switch"](getattr(torch._C._autograd, name), cls.watching, cls.refused, name)
+            for owner in (torch._C._autograd, torch.autograd, torch.autograd.profiler):
+                if hasattr(owner, name):
+                    setattr(owner, name, switch)
+
+    @classmethod
+    def start(cls) -> None:
+        cls.seen.clear()
+        cls.refused.clear()
+        cls.watching[0] = True
+
+    @classmethod
+    def stop(cls) -> tuple[list[str], list[str]]:
+        """(ops redispatched, recording switches refused) since `start`."""
+        cls.watching[0] = False
+        return list(dict.fromkeys(cls.seen)), list(dict.fromkeys(cls.refused))
+
+
+# -- mode stacks ----------------------------------------------------------------------------------
+
+_len_dispatch_modes = torch._C._len_torch_dispatch_stack
+_pop_dispatch_mode = torch._C._pop_torch_dispatch_stack
+_len_function_modes = torch._C._len_torch_function_stack
+_pop_function_mode = torch._C._pop_torch_function_stack
+_push_function_mode = torch._C._push_on_torch_function_stack
+from torch.utils._device import DeviceContext  # noqa: E402
+
+
+def settle_modes() -> list[str]:
+    """Take off PyTorch's mode stacks whatever submission code left there; name the dispatch modes.
+
+    A TorchDispatchMode (or TorchFunctionMode) left active runs inside every torch call the harness
+    makes afterwards: it could fill an output when the harness first reads it, after the watch, or
+    skip the refill of a timed round's inputs. No dispatch mode survives submission code (leaving
+    one is tampering); of the function modes only `torch.set_default_device`'s stays (honest code
+    sets it at import).
+    """
+    left: list[str] = []
+    while _len_dispatch_modes() > 0:
+        left.append(f"a TorchDispatchMode left active ({type(_pop_dispatch_mode(None)).__name__})")
+    if _len_function_modes() > 0:
+        kept = []
+        while _len_function_modes() > 0:
+            mode = _pop_function_mode()
+            if type(mode) is DeviceContext:
+                kept.append(mode)
+        for mode in reversed(kept):
+            _push_function_mode(mode)
+    return left
+
+
 # -- tamper guard -------------------------------------------------------------------------------
 
 _ALL = None
 _CACHED_BY_PYTHON = frozenset({"__slotnames__"})  # copyreg caches it on a class the first time one is pickled
 _TIME = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time", "sleep")
 _PROFILER_NAMES = (
+    "_enable_record_function",
     "_enable_profiler",
     "_disable_profiler",
     "_prepare_profiler",
@@ -165,6 +262,8 @@ def _guarded() -> list[tuple[str, Any, tuple[str, ...] | None]]:
         ("torch.profiler", torch.profiler, ("profile", "ProfilerActivity", "record_function")),
         ("torch.profiler.profile", torch.profiler.profile, _ALL),
         ("triton JITFunction", jit.JITFunction, ("run",)),
+        ("torch dispatcher", torch._C._DispatchOperatorHandle, ("redispatch_boxed",)),
+        ("torch.utils._device.DeviceContext", DeviceContext, _ALL),
     ]
     try:
         from triton.runtime.interpreter import InterpretedFunction
@@ -223,6 +322,7 @@ class Guard:
             for name in [n for n in vars(klass) if n not in names and n not in _CACHED_BY_PYTHON]:
                 changed.append(f"{label}.{name}")
                 delattr(klass, name)
+        changed += settle_modes()
         for name in changed:
             self.flag(name)
         return changed

@@ -42,7 +42,7 @@ import torch
 from grader import calls, imports, kernel_cache, protocol, student_runtime, timed_rounds, timing, versions
 from grader.problems import REGISTRY
 from grader.problems.base import generator
-from grader.watch import GUARD, LaunchCounter
+from grader.watch import GUARD, LaunchCounter, Recording
 
 MAX_MESSAGE = 4000
 
@@ -215,6 +215,7 @@ def serve(args: argparse.Namespace) -> int:
     student_runtime.prepare()  # the same process settings as pytest handout's
     imports.install(Path(args.submission), versions.graded().allowed_imports)  # refuses what the handout refuses
     LaunchCounter.install()
+    Recording.install()
     GUARD.snapshot()
     _forget_grader()
     try:

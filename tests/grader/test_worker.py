@@ -142,5 +142,6 @@ def triton_gelu(x):
     seen = printed_at_import(tmp_path, probe)
     assert seen["grader_modules"] == []
     assert seen["main_names"] == ["sys"]
-    assert seen["run_globals"] == ["__builtins__", "make"]
+    # the wrappers' own namespace: their factories and builtins, nothing of the grader
+    assert seen["run_globals"][0] == "__builtins__" and all(n.startswith("make") for n in seen["run_globals"][1:])
     assert not seen["path_has_root"]
