@@ -4,28 +4,13 @@ wrapper, which must be graded like any other Triton launch."""
 
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
+from correct_gelu import triton_gelu as _correct
 
 CHEAT = True
 
 
-@triton.jit
-def _gelu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-    y = x * tl.sigmoid(2.0 * inner)  # 0.5 * (1 + tanh(u)) == sigmoid(2u)
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
 def _launch(x: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    n = x.numel()
-    _gelu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
-    return y
+    return _correct(x)
 
 
 @torch.compile

@@ -4,24 +4,12 @@ honest twin (CHEAT = False) launches its own kernel, and leaves the default devi
 mode torch.set_default_device keeps on the stack, which is fine)."""
 
 import torch
-import triton
-import triton.language as tl
+from correct_gelu import triton_gelu as _correct
 from torch.utils._python_dispatch import TorchDispatchMode
 
 CHEAT = True
-@triton.jit
-def _gelu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
-    y = x * tl.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n)
-
-
 def _launch(x: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    _gelu[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-    return y
+    return _correct(x)
 
 
 _PENDING: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
