@@ -21,6 +21,9 @@ each is mended here so that a kernel the GPU runs runs here too (the write-up's 
 - the loop variable of `range` / `tl.range` is a scalar tensor on the GPU (`i.to(tl.int64)`
   works there) but a Python int in the interpreter; here it is a scalar tensor too.
 - `torch.library.wrap_triton` refuses the interpreter's function objects; here it lets them run.
+- `tl.maximum` / `tl.minimum` (NaN not propagated, the default) return the other operand for a NaN
+  on a GPU (PTX max/min) but NaN in the interpreter; here they follow the GPU, as the
+  interpreter's own `tl.max` / `tl.min` reductions already do.
 - a cast into or out of bfloat16 from anything but float32 (float64, float16, integers) moved the
   raw bits as a number (1.0 stored as 9e-41); here it goes through float32, as a GPU converts.
 
@@ -70,7 +73,7 @@ def install() -> bool:
     # `do_bench` is a cached property on Triton 3.x; a plain property wins over any per-instance
     # benchmarker (a `do_bench=` argument would also need a GPU)
     Autotuner.do_bench = property(lambda self: untimed_bench)  # type: ignore[assignment,method-assign]
-    for mend in (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton, _bfloat16_casts):
+    for mend in (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton, _bfloat16_casts, _nan_min_max):
         try:
             mend()
         except (ImportError, AttributeError):  # pragma: no cover - a Triton or torch laid out otherwise
@@ -229,6 +232,13 @@ def _bfloat16_casts() -> None:
         return original(self, src, dst_type)
 
     InterpreterBuilder.cast_impl = cast_impl  # type: ignore[method-assign]
+
+
+def _nan_min_max() -> None:
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    InterpreterBuilder.create_maxnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmax)  # type: ignore[method-assign]
+    InterpreterBuilder.create_minnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmin)  # type: ignore[method-assign]
 
 
 # -- loop variables ------------------------------------------------------------------------------

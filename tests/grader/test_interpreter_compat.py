@@ -106,6 +106,17 @@ def wide(x, out, ints, n, B: tl.constexpr):
     tl.store(out + i, v.to(tl.bfloat16), mask=i < n)
     tl.store(ints + i, (i - 3).to(tl.bfloat16), mask=i < n)
 
+@triton.jit
+def relu(x, out, out_nan, B: tl.constexpr):
+    v = tl.load(x + tl.arange(0, B))
+    tl.store(out + tl.arange(0, B), tl.maximum(v, 0.0))   # a GPU's max.f32: NaN gives the other operand
+    tl.store(out_nan + tl.arange(0, B), tl.maximum(v, 0.0, propagate_nan=tl.PropagateNan.ALL))
+
+xn = torch.tensor([float("nan"), -1.0, 2.0, 0.5])
+r, rn = torch.empty(4), torch.empty(4)
+relu[(1,)](xn, r, rn, B=4)
+assert r.tolist() == [0.0, 0.0, 2.0, 0.5], r
+assert rn.isnan()[0] and rn[1:].tolist() == [0.0, 2.0, 0.5], rn
 xb = torch.randn(100).to(torch.bfloat16)
 ob, ib = torch.empty_like(xb), torch.empty_like(xb)
 wide[(1,)](xb, ob, ib, 100, B=128)
@@ -148,7 +159,8 @@ def test_without_it_those_idioms_fail_on_cpu_only(tmp_path: Path) -> None:
         "NoneType",  # the generic libdevice module's stubs
         "extern_elementwise not supported",
         "_semantic` argument must be provided",
-        "dtype=torch.bfloat16",  # the fp64 -> bf16 cast's assertion, the first to fail
+        "dtype=torch.bfloat16",  # the fp64 -> bf16 cast's assertion
+        "tensor([   nan, 0.0000",  # tl.maximum's NaN, the first to fail
     )
     assert any(reason in done.stderr for reason in reasons), done.stderr[-2000:]
 

@@ -146,3 +146,17 @@ def test_pathological_sources_cannot_stop_the_scan(tmp_path: Path) -> None:
     assert findings.get("deep.py") in ("syntax-error", "unreadable")
     assert findings.get("nul.py") in ("syntax-error", "unreadable")
     assert "long.py" not in findings or findings["long.py"] in ("syntax-error", "unreadable")
+
+
+def test_reading_triton_interpret_by_name_is_not_an_env_probe(tmp_path: Path) -> None:
+    """The tutorials choose block sizes by TRITON_INTERPRET: honest, and a TA need not look at it."""
+    (tmp_path / "gelu.py").write_text(
+        "import os\n"
+        "A = os.environ.get('TRITON_INTERPRET', '0')\n"
+        "B = os.getenv('TRITON_INTERPRET')\n"
+        "C = os.environ['TRITON_INTERPRET'] if 'TRITON_INTERPRET' in os.environ else None\n"
+        "D = os.environ.get('GRADER_SECRET')\n"
+    )
+    findings = scan_submission(tmp_path)
+    assert [(f.line, f.rule) for f in findings if f.rule == "env-probe"] == [(5, "env-probe")], findings
+    assert all(f.line == 5 for f in findings), findings
