@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,9 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 _time_ns = time.time_ns
 _perf_counter = time.perf_counter
 _cuda_sync = torch.cuda.synchronize
+_record_function = torch.autograd.profiler.record_function
+#: recorded by the harness itself at the end of every watched call: missing, recording was off
+MARKER = "grader: end of the watched call"
 
 
 def _settled(device: str) -> None:
@@ -40,7 +43,7 @@ def _settled(device: str) -> None:
 def _summed_up(record: dict[str, Any], names: set[str], kernels: list[str], launches_before: int) -> None:
     redispatched, refused = Recording.stop()
     for switch in refused:
-        GUARD.flag(f"the profiler ({switch}(False) during the call)")
+        GUARD.flag(f"the profiler ({switch} during the call)")
     names = names | set(redispatched)
     record["aten_ops"] = sorted(n for n in names if n.startswith("aten::"))
     record["compiled_regions"] = compiled_events(names)
@@ -76,6 +79,8 @@ def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
             yield
     finally:
         _settled(device)
+        with _record_function(MARKER):
+            pass
         try:
             result = p.disable()
         except RuntimeError:  # PyTorch <= 2.11: "Can't disable Kineto profiler when it's not running"
@@ -87,9 +92,12 @@ def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
         elif began is not None and began > enabled_at:
             GUARD.flag("the profiler (restarted during the call)")
         events = p.events(result) if result is not None else []
+        names = {p.name(e) for e in events}
+        if result is not None and began != 0 and MARKER not in names:
+            GUARD.flag("the profiler (op recording switched off during the call)")
         _summed_up(
             record,
-            {p.name(e) for e in events},
+            names,
             sorted({p.name(e) for e in events if p.device_type(e) == p.cuda_device})[:50],
             start,
         )
@@ -134,12 +142,45 @@ def changed_inputs(inputs: dict[str, Any], before: dict[str, torch.Tensor]) -> l
     return [k for k, bits in before.items() if not torch.equal(_storage_bytes(inputs[k]), bits)]
 
 
-def describe_outputs(result: CallOutput, inputs: dict[str, Any], device: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _key(t: torch.Tensor) -> tuple[Any, ...]:
+    """A tensor's place: a view of it (`out.detach()`) has the same."""
+    return (t.device.type, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+Snapshots = dict[tuple[Any, ...], torch.Tensor]
+
+
+def _snapshotting(fn: Callable[..., Any], device: str, taken: Snapshots) -> Callable[..., Any]:
+    """`fn`, and a copy of the tensor it returns taken as it returns, inside the watch.
+
+    The values judged are the copy's: code that writes the output later (a thread, a hook, a
+    backward, anything that runs after the watched part) changes nothing that is checked, and
+    anything that writes it before the copy ran inside the watch.
+    """
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        if type(result) is torch.Tensor and result.layout == torch.strided:
+            if device == "cuda":
+                _cuda_sync()
+            taken[_key(result)] = result.detach().clone()
+        return result
+
+    return call
+
+
+def describe_outputs(
+    result: CallOutput,
+    inputs: dict[str, Any],
+    device: str,
+    snapshots: Snapshots | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per output: the facts a copy would erase (exact type, layout, device, aliasing), and the copy.
 
     Only an exact `torch.Tensor` is looked at further: a subclass's methods are the student's code
     (`__torch_function__` would run, and could lie about its storage or device). The copy sent
-    back is a plain, contiguous CPU tensor of a floating dtype, dense layout, or nothing.
+    back is a plain, contiguous CPU tensor of a floating dtype, dense layout, or nothing; its
+    values are those the function returned, as `run` copied them inside the watch (`snapshots`).
     """
     spans = {k: _storage_span(v) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     meta: dict[str, Any] = {}
@@ -153,7 +194,8 @@ def describe_outputs(result: CallOutput, inputs: dict[str, Any], device: str) ->
                 info["stride"] = list(value.stride())
                 info["aliases"] = [k for k, (s, e) in spans.items() if start < e and s < end]
                 if value.dtype in FLOAT_DTYPES:
-                    payload[name] = value.detach().resolve_conj().resolve_neg().to("cpu").contiguous().clone()
+                    source = (snapshots or {}).get(_key(value), value)
+                    payload[name] = source.detach().resolve_conj().resolve_neg().to("cpu").contiguous().clone()
         meta[name] = info
     meta["_notes"] = dict(result.notes)
     return meta, payload
@@ -216,6 +258,8 @@ class Outcome:
     profile: dict[str, Any]
     triton_launches: int
     seconds: float
+    #: copies of what the function returned, taken inside the watch (`describe_outputs`)
+    snapshots: Snapshots = field(default_factory=dict)
 
     def changed_inputs(self) -> list[str]:
         return changed_inputs(self.inputs, self.before)
@@ -240,10 +284,11 @@ def run(
     result: CallOutput | None = None
     error: BaseException | None = None
     started = _perf_counter()
+    taken: Snapshots = {}
     nan_fill(True)
     try:
         try:
-            result = kind.call(fn, inputs, case, watcher)
+            result = kind.call(_snapshotting(fn, device, taken), inputs, case, watcher)
             if device == "cuda":
                 _cuda_sync()
         finally:
@@ -251,7 +296,8 @@ def run(
     except BaseException as exc:  # noqa: BLE001 - the student's error is a result to report
         error = exc
     nan_fill(False)
-    return Outcome(inputs, before, result, error, profile, LaunchCounter.total() - launches, _perf_counter() - started)
+    spent = _perf_counter() - started
+    return Outcome(inputs, before, result, error, profile, LaunchCounter.total() - launches, spent, taken)
 
 
 def watched(

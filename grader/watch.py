@@ -58,6 +58,38 @@ def make_switch(original, watching, refused, label):
         return original(*args, **kwargs)
     return switch
 
+def make_refusal(original, watching, refused, label):
+    def refused_while_watched(*args, **kwargs):
+        if watching[0]:
+            refused.append(label)
+            return None
+        return original(*args, **kwargs)
+    return refused_while_watched
+
+def make_op_dk(watching, seen):
+    def get(self):
+        raw = self.__dict__["_op_dk"]
+        if not watching[0]:
+            return raw
+        name = self._schema.name
+        def op_dk(*args, **kwargs):
+            seen.append(name)
+            return raw(*args, **kwargs)
+        return op_dk
+    def put(self, value):
+        self.__dict__["_op_dk"] = value
+    return property(get, put)
+
+def make_operation_overload(original, watching, seen):
+    def get_operation_overload(name, overload):
+        op, op_dk, *rest = original(name, overload)
+        def recorded(*args, **kwargs):
+            if watching[0]:
+                seen.append(name)
+            return op_dk(*args, **kwargs)
+        return (op, recorded, *rest)
+    return get_operation_overload
+
 def make_getitem(original, counter):
     def __getitem__(self, grid):
         runner = original(self, grid)
@@ -118,8 +150,12 @@ class Recording:
       the dispatcher's RecordFunction: a forbidden op called that way left no event. Its name is
       noted here instead (PyTorch's own custom-op wrappers redispatch too: their names are noted,
       not refused).
+    - `OpOverload._op_dk` (and the `op_dk` of `torch._C._get_operation_overload`) calls an op's
+      kernel for one dispatch key, past RecordFunction too: noted the same way.
     - `_enable_record_function(False)` and `_toggle_collection_dynamic(False, ...)` switch recording
-      off from Python: while a call is watched they are refused and reported as tampering.
+      off from Python, `_clear_callbacks()` removes the profiler's: while a call is watched they
+      are refused and reported as tampering (and `grader.calls.profiled` checks that its own
+      marker was recorded at the end of the call).
 
     The wrappers are compiled apart from this module's globals, as the launch counter's are.
     """
@@ -139,11 +175,22 @@ class Recording:
         exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
         handle = torch._C._DispatchOperatorHandle
         handle.redispatch_boxed = namespace["make_redispatch"](handle.redispatch_boxed, cls.watching, cls.seen)
-        for name in ("_enable_record_function", "_toggle_collection_dynamic"):
-            switch = namespace["make_switch"](getattr(torch._C._autograd, name), cls.watching, cls.refused, name)
+        make_switch, autograd = namespace["make_switch"], torch._C._autograd
+        wrappers = {
+            name: make_switch(getattr(autograd, name), cls.watching, cls.refused, f"{name}(False)")
+            for name in ("_enable_record_function", "_toggle_collection_dynamic")
+        }
+        wrappers["_clear_callbacks"] = namespace["make_refusal"](
+            torch._C._autograd._clear_callbacks, cls.watching, cls.refused, "_clear_callbacks()"
+        )
+        for name, wrapper in wrappers.items():
             for owner in (torch._C._autograd, torch.autograd, torch.autograd.profiler):
                 if hasattr(owner, name):
-                    setattr(owner, name, switch)
+                    setattr(owner, name, wrapper)
+        torch._ops.OpOverload._op_dk = namespace["make_op_dk"](cls.watching, cls.seen)
+        torch._C._get_operation_overload = namespace["make_operation_overload"](
+            torch._C._get_operation_overload, cls.watching, cls.seen
+        )
 
     @classmethod
     def start(cls) -> None:
@@ -167,6 +214,10 @@ _pop_function_mode = torch._C._pop_torch_function_stack
 _push_function_mode = torch._C._push_on_torch_function_stack
 from torch.utils._device import DeviceContext  # noqa: E402
 
+#: the modes `settle_modes` took off, never freed: a mode's `__del__` would run submission code later,
+#: after the watch (pushing a mode again, say)
+_TAKEN_OFF: list[Any] = []
+
 
 def settle_modes() -> list[str]:
     """Take off PyTorch's mode stacks whatever submission code left there; name the dispatch modes.
@@ -179,13 +230,17 @@ def settle_modes() -> list[str]:
     """
     left: list[str] = []
     while _len_dispatch_modes() > 0:
-        left.append(f"a TorchDispatchMode left active ({type(_pop_dispatch_mode(None)).__name__})")
+        mode = _pop_dispatch_mode(None)
+        _TAKEN_OFF.append(mode)
+        left.append(f"a TorchDispatchMode left active ({type(mode).__name__})")
     if _len_function_modes() > 0:
         kept = []
         while _len_function_modes() > 0:
             mode = _pop_function_mode()
             if type(mode) is DeviceContext:
                 kept.append(mode)
+            else:
+                _TAKEN_OFF.append(mode)
         for mode in reversed(kept):
             _push_function_mode(mode)
     return left
@@ -198,6 +253,7 @@ _CACHED_BY_PYTHON = frozenset({"__slotnames__"})  # copyreg caches it on a class
 _TIME = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time", "sleep")
 _PROFILER_NAMES = (
     "_enable_record_function",
+    "_clear_callbacks",
     "_enable_profiler",
     "_disable_profiler",
     "_prepare_profiler",
@@ -263,6 +319,8 @@ def _guarded() -> list[tuple[str, Any, tuple[str, ...] | None]]:
         ("torch.profiler.profile", torch.profiler.profile, _ALL),
         ("triton JITFunction", jit.JITFunction, ("run",)),
         ("torch dispatcher", torch._C._DispatchOperatorHandle, ("redispatch_boxed",)),
+        ("torch._ops.OpOverload", torch._ops.OpOverload, ("_op_dk", "redispatch")),
+        ("torch._C", torch._C, ("_get_operation_overload",)),
         ("torch.utils._device.DeviceContext", DeviceContext, _ALL),
     ]
     try:

@@ -269,6 +269,14 @@ def test_an_op_called_through_redispatch_is_seen() -> None:
     with calls.profiled(record, "cpu"):
         torch.ops.aten.gelu.default.redispatch(keyset, x)
     assert "aten::gelu" in record["aten_ops"]
+    for call in (
+        lambda: torch.ops.aten.tanh.default._op_dk(torch._C.DispatchKey.CPU, x),
+        lambda: torch._C._get_operation_overload("aten::tanh", "")[1](torch._C.DispatchKey.CPU, x),
+    ):
+        record = {}
+        with calls.profiled(record, "cpu"):
+            call()
+        assert "aten::tanh" in record["aten_ops"]
 
 
 def test_switching_op_recording_off_is_refused_and_reported(clean_guard: watch.Guard) -> None:
@@ -279,6 +287,10 @@ def test_switching_op_recording_off_is_refused_and_reported(clean_guard: watch.G
         torch.nn.functional.gelu(torch.randn(4))
     assert "aten::gelu" in record["aten_ops"]
     assert clean_guard.tampered == ["the profiler (_enable_record_function(False) during the call)"]
+    clean_guard.tampered.clear()
+    with calls.profiled(record, "cpu"):
+        torch._C._autograd._clear_callbacks()
+    assert clean_guard.tampered == ["the profiler (_clear_callbacks() during the call)"]
 
 
 def test_modes_left_by_submission_code_are_taken_off() -> None:

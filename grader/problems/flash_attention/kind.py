@@ -56,14 +56,12 @@ class FlashAttention(ProblemKind):
         with torch.enable_grad():
             with watch():
                 out = fn(q, k, v, is_causal=inputs["is_causal"])
-                # O and L are read inside the watch: code that runs when they are read (a saved-tensor
-                # unpack hook, say) is watched as the forward is, and O is kept as forward left it
+                # the saved tensors are read inside the watch: code that runs when they are read (a
+                # saved-tensor unpack hook, say) is watched as the forward is (O's values are those
+                # `fn` returned, copied as it returned: grader.calls)
                 candidates: list[torch.Tensor] = []
-                o_then = None
                 if isinstance(out, torch.Tensor):
                     candidates = [t.detach().clone() for t in saved_lse_candidates(out, tuple(q.shape[:3]))]
-                    if type(out) is torch.Tensor:  # a subclass's methods are the student's code
-                        o_then = out.detach().clone()
             if not isinstance(out, torch.Tensor):
                 return CallOutput({"o": out}, {"o": "flash_attention did not return a tensor; backward not run"})
             lse = closest_lse(candidates, q.detach(), k.detach(), bool(inputs["is_causal"]))
@@ -81,8 +79,6 @@ class FlashAttention(ProblemKind):
                     {**notes, "dq": "the output has no grad_fn: backward is not connected"},
                 )
             out.backward(inputs["grad_out"])
-        if o_then is not None and not _same_bits(out.detach(), o_then):
-            notes["o"] = "O changed after forward returned (in backward or a hook): forward must compute O"
         return CallOutput({"o": out.detach(), "lse": lse, "dq": q.grad, "dk": k.grad, "dv": v.grad}, notes)
 
     def timed(self, fn: Callable[..., Any], inputs: dict[str, Any]) -> Callable[[], Any]:
@@ -152,10 +148,3 @@ class FlashAttention(ProblemKind):
         if case.causal:
             flops /= 2
         return float(tensors * size), flops
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bit for bit (NaN equals NaN): what forward returned against what is there after backward."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
