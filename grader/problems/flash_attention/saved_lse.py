@@ -16,7 +16,7 @@ def saved_lse_candidates(out: torch.Tensor, shape: tuple[int, ...]) -> list[torc
     """The saved float32 tensors of `shape` in the autograd graph just behind `out`, nearest first."""
     found: list[torch.Tensor] = []
     frontier = [getattr(out, "grad_fn", None)]
-    for _ in range(4):
+    for _ in range(16):  # a wrapper may put casts and views between the Function and what it returns
         nxt = []
         for node in frontier:
             if node is None:
