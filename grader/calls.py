@@ -147,7 +147,8 @@ def _key(t: torch.Tensor) -> tuple[Any, ...]:
     return (t.device.type, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
-Snapshots = dict[tuple[Any, ...], torch.Tensor]
+#: a returned tensor's place as it returned -> (a copy of it then, the tensor itself)
+Snapshots = dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]]
 
 
 def _snapshotting(fn: Callable[..., Any], device: str, taken: Snapshots) -> Callable[..., Any]:
@@ -163,7 +164,7 @@ def _snapshotting(fn: Callable[..., Any], device: str, taken: Snapshots) -> Call
         if type(result) is torch.Tensor and result.layout == torch.strided:
             if device == "cuda":
                 _cuda_sync()
-            taken[_key(result)] = result.detach().clone()
+            taken[_key(result)] = (result.detach().clone(), result)
         return result
 
     return call
@@ -185,6 +186,10 @@ def describe_outputs(
     spans = {k: _storage_span(v) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     meta: dict[str, Any] = {}
     payload: dict[str, Any] = {}
+    snapshots = snapshots or {}
+    notes = dict(result.notes)
+    # a returned tensor given other storage since it returned: what it holds now was made later
+    moved = {_key(tensor) for key, (_, tensor) in snapshots.items() if _key(tensor) != key}
     for name, value in result.outputs.items():
         info = output_facts(value)
         payload[name] = None
@@ -193,11 +198,14 @@ def describe_outputs(
                 start, end = _storage_span(value)
                 info["stride"] = list(value.stride())
                 info["aliases"] = [k for k, (s, e) in spans.items() if start < e and s < end]
+                if _key(value) in moved:
+                    notes.setdefault(name, "the returned tensor was given other storage after the function returned")
                 if value.dtype in FLOAT_DTYPES:
-                    source = (snapshots or {}).get(_key(value), value)
+                    taken = snapshots.get(_key(value))
+                    source = taken[0] if taken is not None else value
                     payload[name] = source.detach().resolve_conj().resolve_neg().to("cpu").contiguous().clone()
         meta[name] = info
-    meta["_notes"] = dict(result.notes)
+    meta["_notes"] = notes
     return meta, payload
 
 

@@ -11,10 +11,12 @@ and restores and names whatever the submission replaced.
 from __future__ import annotations
 
 import builtins
+import gc
 import io
 import json
 import os
 import pickle
+import sys
 import time
 import types
 from typing import Any
@@ -31,6 +33,7 @@ import torch.testing  # noqa: E402
 from grader import protocol  # noqa: E402
 
 _MISSING = object()
+_getprofile, _setprofile, _gettrace, _settrace = sys.getprofile, sys.setprofile, sys.gettrace, sys.settrace
 
 # -- launch counting ----------------------------------------------------------------------------
 
@@ -66,9 +69,9 @@ def make_refusal(original, watching, refused, label):
         return original(*args, **kwargs)
     return refused_while_watched
 
-def make_op_dk(watching, seen):
+def make_op_dk(watching, seen, raw_by_op):
     def get(self):
-        raw = self.__dict__["_op_dk"]
+        raw = raw_by_op[id(self)]
         if not watching[0]:
             return raw
         name = self._schema.name
@@ -77,7 +80,7 @@ def make_op_dk(watching, seen):
             return raw(*args, **kwargs)
         return op_dk
     def put(self, value):
-        self.__dict__["_op_dk"] = value
+        raw_by_op[id(self)] = value
     return property(get, put)
 
 def make_operation_overload(original, watching, seen):
@@ -89,6 +92,20 @@ def make_operation_overload(original, watching, seen):
             return op_dk(*args, **kwargs)
         return (op, recorded, *rest)
     return get_operation_overload
+
+def make_library(original, protected, torch_dir):
+    def dispatch_library(kind, ns, *args, **kwargs):
+        if ns in protected:
+            import sys
+            caller = sys._getframe(1).f_code.co_filename
+            site = args[1] if len(args) > 1 else kwargs.get("file", "")
+            if not (caller.startswith(torch_dir) and str(site).startswith(torch_dir)):
+                raise RuntimeError(
+                    f"a submission may not register kernels for PyTorch's own operators ({ns}::...): "
+                    "define your own operator namespace (torch.library.custom_op('mylib::name', ...))"
+                )
+        return original(kind, ns, *args, **kwargs)
+    return dispatch_library
 
 def make_getitem(original, counter):
     def __getitem__(self, grid):
@@ -143,6 +160,11 @@ class LaunchCounter:
         CompiledKernel.__getitem__ = namespace["make_getitem"](CompiledKernel.__getitem__, cls._counter)
 
 
+#: operator namespaces whose kernels only PyTorch itself registers
+_PROTECTED = frozenset({"aten", "prims", "profiler", "_c10d_functional", "c10d"})
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
 class Recording:
     """What the profiler's op recording cannot see by itself, recorded beside it while a call is watched.
 
@@ -152,6 +174,9 @@ class Recording:
       not refused).
     - `OpOverload._op_dk` (and the `op_dk` of `torch._C._get_operation_overload`) calls an op's
       kernel for one dispatch key, past RecordFunction too: noted the same way.
+    - a kernel registered for an aten op (`torch.library.Library("aten", "IMPL")`) would run inside
+      the harness's own copies: registrations for PyTorch's namespaces are refused unless PyTorch
+      itself makes them (its lazily imported modules do).
     - `_enable_record_function(False)` and `_toggle_collection_dynamic(False, ...)` switch recording
       off from Python, `_clear_callbacks()` removes the profiler's: while a call is watched they
       are refused and reported as tampering (and `grader.calls.profiled` checks that its own
@@ -187,7 +212,13 @@ class Recording:
             for owner in (torch._C._autograd, torch.autograd, torch.autograd.profiler):
                 if hasattr(owner, name):
                     setattr(owner, name, wrapper)
-        torch._ops.OpOverload._op_dk = namespace["make_op_dk"](cls.watching, cls.seen)
+        # each op's raw `_op_dk` leaves the instance (whose __dict__ anyone can read) for a table
+        raw_by_op: dict[int, Any] = {}
+        overload = torch._ops.OpOverload
+        for op in [o for o in gc.get_objects() if type(o) is overload and "_op_dk" in vars(o)]:
+            raw_by_op[id(op)] = vars(op).pop("_op_dk")
+        overload._op_dk = namespace["make_op_dk"](cls.watching, cls.seen, raw_by_op)
+        torch._C._dispatch_library = namespace["make_library"](torch._C._dispatch_library, _PROTECTED, _TORCH_DIR)
         torch._C._get_operation_overload = namespace["make_operation_overload"](
             torch._C._get_operation_overload, cls.watching, cls.seen
         )
@@ -352,6 +383,7 @@ class Guard:
         self.tampered: list[str] = []
 
     def snapshot(self) -> None:
+        self.hooks = (_getprofile(), _gettrace())
         self.saved_builtins = dict(self.builtins)
         self.saved, self.closed = [], []
         for label, owner, names in _guarded():
@@ -368,6 +400,13 @@ class Guard:
 
     def restore(self) -> list[str]:
         """Put back whatever was replaced; return (and remember) what it was."""
+        # first of all: a profile or trace function set by submission code runs at every call the
+        # harness makes from here on (it could compute after the watch); put back the harness's own
+        profile, trace = getattr(self, "hooks", (None, None))
+        if _getprofile() is not profile:
+            _setprofile(profile)
+        if _gettrace() is not trace:
+            _settrace(trace)
         saved, current = self.saved_builtins, self.builtins
         changed = [f"builtins.{k}" for k in saved if current.get(k, _MISSING) is not saved[k]]
         if changed:
