@@ -381,6 +381,8 @@ class Guard:
         #: classes watched whole: a name added to them shadows a method of their C base class
         self.closed: list[tuple[str, type, frozenset[str]]] = []
         self.tampered: list[str] = []
+        #: the profile and trace functions before any submission code (a debugger's, coverage's)
+        self.hooks: tuple[Any, Any] | None = None
 
     def snapshot(self) -> None:
         self.hooks = (_getprofile(), _gettrace())
@@ -402,11 +404,12 @@ class Guard:
         """Put back whatever was replaced; return (and remember) what it was."""
         # first of all: a profile or trace function set by submission code runs at every call the
         # harness makes from here on (it could compute after the watch); put back the harness's own
-        profile, trace = getattr(self, "hooks", (None, None))
-        if _getprofile() is not profile:
-            _setprofile(profile)
-        if _gettrace() is not trace:
-            _settrace(trace)
+        if self.hooks is not None:
+            profile, trace = self.hooks
+            if _getprofile() is not profile:
+                _setprofile(profile)
+            if _gettrace() is not trace:
+                _settrace(trace)
         saved, current = self.saved_builtins, self.builtins
         changed = [f"builtins.{k}" for k in saved if current.get(k, _MISSING) is not saved[k]]
         if changed:
