@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 from grader.problems.base import CallOutput, ProblemKind, output_facts
+from grader.recording import CompiledAsEager, Recording, compiled_events
 from grader.spec import Case
-from grader.watch import GUARD, PROFILER, CompiledAsEager, LaunchCounter, Recording, compiled_events
+from grader.watch import GUARD, PROFILER, LaunchCounter
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 # bound before any submission is imported (the tamper guard restores the modules' own names)

@@ -20,9 +20,10 @@ from grader.performance import ShapeSeeds, verify_rounds
 from grader.performance import achieved as _achieved
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
+from grader.recording import Recording
 from grader.spec import Case, Problem, load_assignment
 from grader.timed_rounds import FreshRounds
-from grader.watch import GUARD, LaunchCounter, Recording, tamper_message
+from grader.watch import GUARD, LaunchCounter, tamper_message
 
 PUBLIC_SECRET = "public"
 

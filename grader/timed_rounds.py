@@ -29,8 +29,9 @@ import torch
 
 from grader.problems.base import ProblemKind, output_facts, round_seed
 from grader.protocol import VerifiedRound
+from grader.recording import settle_modes
 from grader.spec import Case
-from grader.watch import GUARD, settle_modes
+from grader.watch import GUARD
 
 #: a round other than a chunk's last is checked with probability 1 / VERIFY_EVERY
 VERIFY_EVERY = 32

@@ -42,7 +42,8 @@ import torch
 from grader import calls, imports, kernel_cache, protocol, student_runtime, timed_rounds, timing, versions
 from grader.problems import REGISTRY
 from grader.problems.base import generator
-from grader.watch import GUARD, LaunchCounter, Recording
+from grader.recording import Recording
+from grader.watch import GUARD, LaunchCounter
 
 MAX_MESSAGE = 4000
 
