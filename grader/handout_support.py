@@ -20,10 +20,9 @@ from grader.performance import ShapeSeeds, verify_rounds
 from grader.performance import achieved as _achieved
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
-from grader.recording import Recording
 from grader.spec import Case, Problem, load_assignment
 from grader.timed_rounds import FreshRounds
-from grader.watch import GUARD, LaunchCounter, tamper_message
+from grader.watch import GUARD, arm, tamper_message
 
 PUBLIC_SECRET = "public"
 
@@ -66,9 +65,7 @@ class CaseRunner:
         #: worker's guard reports it: that problem fails, the others are not touched)
         self.tampered: dict[str, list[str]] = {}
         self.fresh = calls.FreshInputs()
-        LaunchCounter.install()
-        Recording.install()
-        GUARD.snapshot()  # before any submission module is imported, as in the worker
+        arm()  # before any submission module is imported, as in the worker
 
     def function(self, problem: str) -> Callable[..., Any]:
         if problem not in self._functions:

@@ -30,7 +30,7 @@ import torch.profiler  # noqa: E402
 import torch.testing  # noqa: E402
 
 from grader import protocol  # noqa: E402
-from grader.recording import DeviceContext, settle_modes  # noqa: E402
+from grader.recording import DeviceContext, Recording, settle_modes  # noqa: E402
 
 _MISSING = object()
 _getprofile, _setprofile, _gettrace, _settrace = sys.getprofile, sys.setprofile, sys.gettrace, sys.settrace
@@ -269,6 +269,15 @@ def tamper_message(names: list[str]) -> str:
 
 
 GUARD = Guard()
+
+
+def arm() -> None:
+    """Install all that watches submission code, before it is imported (the worker and the handout
+    alike): the launch counter and the recording beside the profiler, then the guard's snapshot,
+    which must find them in place as the harness's own."""
+    LaunchCounter.install()
+    Recording.install()
+    GUARD.snapshot()
 
 
 # -- op recording -------------------------------------------------------------------------------

@@ -42,8 +42,7 @@ import torch
 from grader import calls, imports, kernel_cache, protocol, student_runtime, timed_rounds, timing, versions
 from grader.problems import REGISTRY
 from grader.problems.base import generator
-from grader.recording import Recording
-from grader.watch import GUARD, LaunchCounter
+from grader.watch import GUARD, LaunchCounter, arm
 
 MAX_MESSAGE = 4000
 
@@ -215,9 +214,7 @@ def serve(args: argparse.Namespace) -> int:
             pass
     student_runtime.prepare()  # the same process settings as pytest handout's
     imports.install(Path(args.submission), versions.graded().allowed_imports)  # refuses what the handout refuses
-    LaunchCounter.install()
-    Recording.install()
-    GUARD.snapshot()
+    arm()  # before the submission is imported
     _forget_grader()
     try:
         fn = calls.load_function(Path(args.submission), args.module, args.function)
