@@ -146,38 +146,34 @@ def _problem_table(spec: dict[str, Any], ranked: list[tuple[Entry, str]]) -> dic
         torch_ratios = [c["speedup"] for c in torch_cells if c and c["speedup"]]
         if any(ref_cells):
             marked.append(
-                {
-                    "kind": "reference",
-                    "rank": None,
-                    "name": "staff reference" + suffix,
-                    "score": None,
-                    "max_score": None,
-                    "speedup": 1.0,
-                    "performance": "measured",
-                    "note": "",
-                    "gpu": gpu,
-                    "shapes": ref_cells,
-                }
+                _marked_row("reference", suffix, 1.0, performance="measured", note="", gpu=gpu, shapes=ref_cells)
             )
         if torch_ratios:
             marked.append(
-                {
-                    "kind": "pytorch",
-                    "rank": None,
-                    "name": "PyTorch" + suffix,
-                    "score": None,
-                    "max_score": None,
-                    "speedup": geomean(torch_ratios),
-                    "performance": "measured",
-                    "note": "",
-                    "gpu": gpu,
-                    "shapes": torch_cells,
-                }
+                _marked_row(
+                    "pytorch",
+                    suffix,
+                    geomean(torch_ratios),
+                    performance="measured",
+                    note="",
+                    gpu=gpu,
+                    shapes=torch_cells,
+                )
             )
     rows = measured + marked
     rows.sort(key=lambda r: -r["speedup"])
     rows += [r for r in students if r["speedup"] is None]
     return {**spec, "measured": bool(measured), "shapes": [shapes[s] for s in order], "rows": rows}
+
+
+#: the names of the rows that are not students, by kind
+_MARKED_NAMES = {"reference": "staff reference", "pytorch": "PyTorch"}
+
+
+def _marked_row(kind: str, suffix: str, speedup: float, **rest: Any) -> dict[str, Any]:
+    """A row of the staff reference or of PyTorch: unranked and unscored, beside the students."""
+    name = _MARKED_NAMES[kind] + suffix
+    return {"kind": kind, "rank": None, "name": name, "score": None, "max_score": None, "speedup": speedup, **rest}
 
 
 def build_data(
@@ -240,32 +236,17 @@ def build_data(
     several = len(ref_gpus) > 1
     for gpu in ref_gpus:
         suffix = f" ({gpu})" if several else ""
-        ranking.append(
-            {
-                "kind": "reference",
-                "rank": None,
-                "name": "staff reference" + suffix,
-                "score": None,
-                "max_score": None,
-                "speedup": 1.0,
-                "problems": [None for _ in problems],
-                "gpu": gpu,
-                "graded_at": None,
-            }
-        )
+        ranking.append(_marked_row("reference", suffix, 1.0, problems=[None] * len(problems), gpu=gpu, graded_at=None))
         if torch_by_gpu.get(gpu):
             ranking.append(
-                {
-                    "kind": "pytorch",
-                    "rank": None,
-                    "name": "PyTorch" + suffix,
-                    "score": None,
-                    "max_score": None,
-                    "speedup": geomean(torch_by_gpu[gpu]),
-                    "problems": [None for _ in problems],
-                    "gpu": gpu,
-                    "graded_at": None,
-                }
+                _marked_row(
+                    "pytorch",
+                    suffix,
+                    geomean(torch_by_gpu[gpu]),
+                    problems=[None] * len(problems),
+                    gpu=gpu,
+                    graded_at=None,
+                )
             )
 
     return {
