@@ -63,7 +63,7 @@ def load_impl(path):
 
 
 # ----------------------------------------------------------------------------------------------
-# Worker jobs (run in spawned processes)
+# WorkerProcess jobs (run in spawned processes)
 def _job_compile(impl, d, causal, picks):
     """Run forward + backward once on a small bf16 problem with one config per kernel, so that
     Triton compiles exactly what the autotuner will later try on the benchmark shapes (same

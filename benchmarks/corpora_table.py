@@ -77,7 +77,7 @@ def show(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def honest_rows(base: Path, only: set[str], untimed: set[str]) -> list[tuple[Any, ...]]:
-    spec = __import__("grader.spec", fromlist=["load_assignment"]).load_assignment(hidden=False)
+    spec = __import__("grader.spec.load", fromlist=["load_assignment"]).load_assignment(hidden=False)
     rows = []
     for entry in tomllib.loads((HONEST / "corpus.toml").read_text())["submission"]:
         if only and entry["name"] not in only:

@@ -20,10 +20,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader import timing  # noqa: E402
-from grader.performance import load_reference  # noqa: E402
+from grader.judge.performance import load_reference  # noqa: E402
 from grader.problems import REGISTRY  # noqa: E402
 from grader.problems.base import generator  # noqa: E402
-from grader.spec import load_assignment  # noqa: E402
+from grader.spec.load import load_assignment  # noqa: E402
 
 ROUNDS = 5
 Calls = list[Callable[[], Any]]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader.records import Result  # noqa: E402
+from grader.records.model import Result  # noqa: E402
 
 
 def main(a: str, b: str) -> int:

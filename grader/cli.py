@@ -1,7 +1,8 @@
 """`grader`: the command line of the grading engine.
 
-Each command lives in the module that implements it, which registers it with `add_parser(sub)`
-(its parser, options and `func`); COMMANDS lists them in the order `grader --help` shows.
+Each verb is a module of grader/commands/ that registers it with `add_parser(sub)` (its parser,
+options and `func`) and imports what implements it only when it runs, so `grader --help` loads
+no torch.
 
 Exit codes: 0 whenever a grade was produced (whatever the submission did), 2 when grading itself
 could not run (a bad path, a bad spec, no GPU when one was required).
@@ -16,34 +17,35 @@ from types import ModuleType
 from rich.console import Console
 from rich.markup import escape
 
-from grader import (
-    export,
-    grade_command,
+from grader.commands import (
+    batch,
+    export_handout,
+    grade,
     gradescope_autograder,
-    image_command,
+    image,
     kernel_cache,
+    leaderboard,
     pack,
     reference_cache,
     rescore,
     writeup,
 )
-from grader.batch import command as batch_command
-from grader.leaderboard import command as leaderboard_command
-from grader.spec import SpecError
+from grader.spec.model import SpecError
 
 console = Console(stderr=True)
 
+#: in the order `grader --help` lists them; each module's add_parser registers its verb
 COMMANDS: tuple[ModuleType, ...] = (
-    grade_command,
-    batch_command,
-    image_command,
+    grade,
+    batch,
+    image,
     rescore,
     writeup,
     pack,
     gradescope_autograder,
-    export,
+    export_handout,
     kernel_cache,
-    leaderboard_command,
+    leaderboard,
     reference_cache,
 )
 

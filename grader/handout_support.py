@@ -14,15 +14,17 @@ from typing import Any
 import pytest
 import torch
 
-from grader import calls, student_runtime, timing
-from grader.checks import case_label, check_call, kernel_check
-from grader.performance import ShapeSeeds, verify_rounds
-from grader.performance import achieved as _achieved
+from grader import timing
+from grader.harness import calls, student_runtime
+from grader.harness.timed_rounds import FreshRounds
+from grader.harness.watch import GUARD, arm, tamper_message
+from grader.judge.checks import case_label, check_call, kernel_check
+from grader.judge.performance import ShapeSeeds, verify_rounds
+from grader.judge.performance import achieved as _achieved
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
-from grader.spec import Case, Problem, load_assignment
-from grader.timed_rounds import FreshRounds
-from grader.watch import GUARD, arm, tamper_message
+from grader.spec.load import load_assignment
+from grader.spec.model import Case, Problem
 
 PUBLIC_SECRET = "public"
 

@@ -70,10 +70,10 @@ class ImportFailed(Failed):
 
 
 class Profile(Message):
-    """What the profiler saw during a watched call (see `grader.calls.profiled`)."""
+    """What the profiler saw during a watched call (see `grader.harness.calls.profiled`)."""
 
     aten_ops: list[str] = []
-    #: events only torch.compile'd code records (`grader.recording.COMPILED_EVENTS`)
+    #: events only torch.compile'd code records (`grader.harness.recording.COMPILED_EVENTS`)
     compiled_regions: list[str] = []
     gpu_kernels: list[str] = []
     triton_launches: int = 0

@@ -6,7 +6,7 @@ sets TRITON_INTERPRET=1 before Triton is imported, so there is nothing for you t
 
 The header says which torch and Triton are graded with when yours differ (and so does a warning),
 and your submission may import only what the grader has: the same import policy as the grader's
-workers is installed here before your files are imported (grader/imports.py).
+workers is installed here before your files are imported (grader/harness/imports.py).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from grader import imports, versions  # noqa: E402
 from grader.handout_support import REPLAY, BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
-from grader.spec import load_assignment  # noqa: E402
+from grader.harness import imports
+from grader.spec import versions  # noqa: E402
+from grader.spec.load import load_assignment  # noqa: E402
 
 DEFAULT_SUBMISSION = Path(__file__).resolve().parent.parent / "student_template"
 

@@ -50,7 +50,7 @@ def _private_reference_cache(tmp_path_factory: pytest.TempPathFactory):
     also runs student code, which must never reach the machine's reference cache."""
     import os
 
-    from grader import reference_cache
+    from grader.judge import reference_cache
 
     names = (
         reference_cache.ENV,

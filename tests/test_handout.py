@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.spec import load_assignment
+from grader.spec.load import load_assignment
 from grader.timing import MAX_ROUNDS
 
 ROOT = Path(__file__).resolve().parent.parent

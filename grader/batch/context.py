@@ -11,9 +11,9 @@ from pathlib import Path
 
 from grader.batch.results import error_result
 from grader.batch.tasks import Task
-from grader.orchestrator import GradeOptions
-from grader.records import Result
-from grader.spec import Assignment, Problem
+from grader.orchestrator.options import GradeOptions
+from grader.records.model import Result
+from grader.spec.model import Assignment, Problem
 
 
 def selected_problems(assignment: Assignment, problems: list[str] | None) -> list[Problem]:

@@ -1,4 +1,4 @@
-"""`grader batch`'s options, typed and built once from the command line (grader.batch.command).
+"""`grader batch`'s options, typed and built once from the command line (grader.commands.batch).
 
 Everything below the command reads these fields, never the argparse namespace, so a cluster
 node, a test or another caller can start a batch without a command line.
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.orchestrator import GradeOptions
-from grader.spec import Problem
+from grader.orchestrator.options import GradeOptions
+from grader.spec.model import Problem
 
 STARTUP_ALLOWANCE_S = 120.0
 PER_PROBLEM_ALLOWANCE_S = 60.0

@@ -7,6 +7,7 @@ checked before it is trusted.
 
 from __future__ import annotations
 
+import json
 import platform
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from grader.batch.tasks import Task
-from grader.records import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
-from grader.report import gradescope_json, render_html, write_atomic
-from grader.spec import Assignment, Problem
-from grader.text import safe_text
+from grader.records import gradebook
+from grader.records.files import write_atomic
+from grader.records.model import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
+from grader.records.report import gradescope_json, render_html
+from grader.records.text import safe_text
+from grader.spec.model import Assignment, Problem
 
 if TYPE_CHECKING:
     from grader.batch.context import Context
@@ -168,3 +171,30 @@ def collect_result(out: Path, task: Task, assignment: Assignment) -> Result:
     result.submission.path = str(task.entry.source)
     result.submission.student = task.student
     return result
+
+
+def result_files(grades: Path) -> list[Path]:
+    """Every GRADES/<student>/result.json, leaving out the batch's own dot-folders."""
+    return sorted(p for p in grades.glob("*/result.json") if not p.parent.name.startswith("."))
+
+
+def rebuild_gradebook(grades: Path) -> bool:
+    """Rewrite gradebook.csv and summary.json from the result files, if this is a batch folder."""
+    summary_path = grades / "summary.json"
+    if not summary_path.is_file():
+        return False
+    try:
+        meta = json.loads(summary_path.read_text(encoding="utf-8"))
+    except ValueError:
+        meta = {}
+    meta = {
+        k: v
+        for k, v in meta.items()
+        if k not in ("students", "graded", "errors", "missing", "flagged", "flags", "mean_total", "rows")
+    }
+    results = {p.parent.name: read_result(p) for p in result_files(grades)}
+    names = list(meta.get("problems") or dict.fromkeys(n.name for r in results.values() if r for n in r.problems))
+    rows = [gradebook.row(student, result, names) for student, result in results.items()]
+    meta["rescored_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    gradebook.write(grades, rows, names, meta)
+    return True

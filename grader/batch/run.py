@@ -28,20 +28,21 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from grader import gradebook, rescore
 from grader.batch.context import Context, selected_problems
 from grader.batch.discovery import WORK, discover
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
 from grader.batch.results import INFRA, commit_or_error, commit_result, previous, remove_partial_files
+from grader.batch.resume import ResumeChanges
 from grader.batch.runner_choice import make_runner
 from grader.batch.runners import Runner
 from grader.batch.tasks import Task, prepare
-from grader.containers import Cancelled
-from grader.orchestrator import DEFAULT_SECRET, resolve_device
-from grader.records import Result
-from grader.spec import load_assignment
-from grader.summary import batch_table, progress_line
+from grader.containers.docker import Cancelled
+from grader.orchestrator.options import DEFAULT_SECRET, resolve_device
+from grader.records import gradebook
+from grader.records.console import batch_table, progress_line
+from grader.records.model import Result
+from grader.spec.load import load_assignment
 
 
 @dataclass
@@ -140,7 +141,7 @@ def run_batch(batch: BatchOptions) -> int:
         }
         modules = [p.module for p in problems]
         results: dict[str, Result | None] = {e.student: None for e in entries}
-        spec_changes = rescore.ResumeChanges.under(assignment)
+        spec_changes = ResumeChanges.under(assignment)
         slot_of: dict[str, str | None] = {}
         order = [e.student for e in entries]
 

@@ -17,7 +17,7 @@ from grader.batch.runners import DockerRunner, InProcessRunner, Runner, Subproce
 
 def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[Runner, dict[str, Any]]:
     """The runner and the gradebook's metadata about it."""
-    from grader.containers import parse_gpus
+    from grader.containers.docker import parse_gpus
 
     out = options.out
     if options.backend != "local":
@@ -27,7 +27,7 @@ def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[
     gpus = parse_gpus(options.gpus)
     jobs = options.jobs
     if options.docker is not None:
-        from grader.containers import (
+        from grader.containers.docker import (
             ContainerLimits,
             content_hash,
             docker_client,

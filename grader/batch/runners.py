@@ -3,7 +3,7 @@
 - in process (the default): `grade()` directly, one student at a time;
 - subprocesses (`--jobs N` or `--gpus` without Docker): `grader grade` per student, N at once,
   one GPU each through CUDA_VISIBLE_DEVICES;
-- containers (`--docker`): one container per student through grader.containers.
+- containers (`--docker`): one container per student through grader.containers.docker.
 
 A cluster backend (grader.cluster) offers the same interface, and its nodes run these very runners.
 """
@@ -21,15 +21,13 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from grader import kernel_cache
+from grader import ROOT, kernel_cache
 from grader.batch.context import Context
 from grader.batch.results import INFRA, BadResult, collect_result
 from grader.batch.tasks import Task
-from grader.containers import Cancelled
-from grader.orchestrator import grade
-from grader.records import Result
-
-ROOT = Path(__file__).resolve().parents[2]
+from grader.containers.docker import Cancelled
+from grader.orchestrator.grade import grade
+from grader.records.model import Result
 
 
 class Runner(Protocol):
@@ -185,7 +183,7 @@ def _killpg(proc: subprocess.Popen[bytes]) -> None:
 
 
 class DockerRunner:
-    """One container per student (grader.containers), one GPU per container when given."""
+    """One container per student (grader.containers.docker), one GPU per container when given."""
 
     parallel = True
     entrypoint: list[str] | None = None  # None: the image's grader; tests swap in fakes (crash, garbage)
@@ -193,7 +191,7 @@ class DockerRunner:
     def __init__(
         self, ctx: Context, slots: list[str | None], client: Any, image: str, limits: Any, batch_label: str
     ) -> None:
-        from grader.containers import ContainerRunner
+        from grader.containers.docker import ContainerRunner
 
         self.ctx = ctx
         self.slots = slots
@@ -202,7 +200,7 @@ class DockerRunner:
         self.runner = ContainerRunner(client, limits)
 
     def run(self, task: Task, slot: str | None) -> Result:
-        from grader.containers import WORKER_USER, ContainerJob
+        from grader.containers.docker import WORKER_USER, ContainerJob
 
         assert task.folder is not None
         started = time.monotonic()

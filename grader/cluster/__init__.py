@@ -21,21 +21,6 @@ if TYPE_CHECKING:
 BACKENDS = ("local", "ray", "slurm")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The --backend options of `grader batch` (the engines' own ones live in their modules)."""
-    from grader.cluster import ray_backend, slurm_backend
-
-    parser.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default="local",
-        help="local: this machine (default); ray: a Ray cluster (--ray-address); slurm: a Slurm job array "
-        "through submitit",
-    )
-    ray_backend.add_arguments(parser)
-    slurm_backend.add_arguments(parser)
-
-
 def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[Any, dict[str, Any]]:
     """The runner for options.backend and the gradebook's metadata about it."""
     from grader.batch.errors import BatchError

@@ -19,15 +19,16 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import archives
 from grader.batch.context import Context, selected_problems
 from grader.batch.discovery import Entry
 from grader.batch.results import MAX_RESULT_BYTES
 from grader.batch.runners import ROOT, DockerRunner, InProcessRunner, SubprocessRunner
 from grader.batch.tasks import Task
-from grader.orchestrator import GradeOptions, submission_files
-from grader.records import Result
-from grader.spec import Assignment, load_assignment
+from grader.course import archives
+from grader.orchestrator.options import GradeOptions, submission_files
+from grader.records.model import Result
+from grader.spec.load import load_assignment
+from grader.spec.model import Assignment
 
 #: what a grading leaves in its output folder, relative to it; nothing else travels back
 OUTPUTS = ("result.json", "report.html", "gradescope/results.json")
@@ -165,7 +166,7 @@ def grade_folder(
 
 
 def _docker_runner(ctx: Context, plan: DockerPlan, gpu: str | None) -> DockerRunner:
-    from grader.containers import ContainerLimits, docker_client, inspect_image
+    from grader.containers.docker import ContainerLimits, docker_client, inspect_image
 
     client = docker_client()
     info = inspect_image(client, plan.image)

@@ -16,7 +16,6 @@ which the next run grades again.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -36,43 +35,11 @@ from grader.batch.options import BatchOptions
 from grader.batch.results import INFRA, BadResult, collect_result
 from grader.batch.tasks import Task
 from grader.cluster import node
-from grader.containers import Cancelled
-from grader.records import Result
+from grader.containers.docker import Cancelled
+from grader.records.model import Result
 
 RETRIES = 3  # runs of a task after a system failure (its node or worker process died)
 IN_FLIGHT = 256  # tasks handed to Ray at once; Ray queues them until a node has room
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("ray backend (--backend ray)")
-    group.add_argument(
-        "--ray-address",
-        default=None,
-        help="the cluster's head, e.g. 10.0.0.1:6379 (default: start a Ray instance on this machine for the batch)",
-    )
-    group.add_argument(
-        "--ray-resources",
-        type=_resources,
-        default=None,
-        help='what one grading asks Ray for, as JSON: default {"CPU": 1, "GPU": 1} with --device cuda, {"CPU": '
-        '1} otherwise; custom resources too, e.g. {"CPU": 1, "grader_slot": 1}',
-    )
-
-
-def _resources(text: str) -> dict[str, float]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(
-            f'--ray-resources: not JSON ({exc}); expected e.g. \'{{"CPU": 1, "GPU": 1}}\''
-        ) from None
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, (int, float)) and v >= 0 for k, v in value.items()
-    ):
-        raise argparse.ArgumentTypeError(
-            '--ray-resources: expected an object of resource names to amounts >= 0, e.g. \'{"CPU": 1, "GPU": 1}\''
-        )
-    return {k: float(v) for k, v in value.items()}
 
 
 def task_options(device: str, given: dict[str, float] | None) -> dict[str, Any]:
@@ -237,7 +204,7 @@ def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[Ra
     out = batch.out
     plan = None
     if batch.docker is not None:
-        from grader.containers import image_tag
+        from grader.containers.docker import image_tag
 
         image = batch.docker.image or image_tag(ctx.assignment.assignment.version, cpu=ctx.device != "cuda")
         label = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]

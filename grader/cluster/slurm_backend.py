@@ -17,7 +17,6 @@ does ends in a result.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -40,8 +39,8 @@ from grader.batch.results import INFRA, commit_result
 from grader.batch.runners import tail_lines
 from grader.batch.tasks import Task
 from grader.cluster import node
-from grader.containers import Cancelled
-from grader.records import Result
+from grader.containers.docker import Cancelled
+from grader.records.model import Result
 
 FOLDER = ".slurm"  # OUT/.slurm: submitit's pickles and logs (0700: the recipe holds the secret)
 STATE = "array.json"  # the running array's job id, so a restarted batch cancels the old one
@@ -50,42 +49,6 @@ POLL_S = 2.0
 MARGIN_MIN = 5  # minutes on top of the spec's limits: Python and CUDA start-up on a cold node
 IN_FLIGHT = 256
 TEARDOWN_S = 3.0  # how long an element whose grading died waits for Slurm's SIGTERM before calling it an error
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("slurm backend (--backend slurm)")
-    group.add_argument(
-        "--slurm-partition", default=None, help="partition for the job array (default: the cluster's default)"
-    )
-    group.add_argument(
-        "--slurm-gpus-per-task",
-        type=int,
-        default=None,
-        help="GPUs per array element (default: 1 with --device cuda, none otherwise)",
-    )
-    group.add_argument(
-        "--slurm-cpus-per-task", type=int, default=None, help="CPUs per array element (default: Slurm's)"
-    )
-    group.add_argument(
-        "--slurm-time",
-        type=int,
-        default=None,
-        help="time limit per element in minutes (default: the problems' limits plus start-up)",
-    )
-    group.add_argument(
-        "--slurm-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other sbatch option, repeatable: --slurm-option account=cs336 --slurm-option qos=normal",
-    )
-    group.add_argument(
-        "--slurm-setup",
-        action="append",
-        default=[],
-        metavar="COMMAND",
-        help="a shell line run before each element, repeatable (e.g. 'module load cuda')",
-    )
 
 
 def sbatch_options(pairs: list[str]) -> dict[str, Any]:

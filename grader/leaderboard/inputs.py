@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from grader.records import SCHEMA_VERSION, Result
+from grader.records.model import SCHEMA_VERSION, Result
 
 Warn = Callable[[str], None]
 

@@ -10,10 +10,10 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from grader import flags
+from grader.judge import flags
+from grader.judge.scoring import geomean
 from grader.leaderboard.inputs import Entry, Warn
-from grader.records import ProblemResult, Result
-from grader.scoring import geomean
+from grader.records.model import ProblemResult, Result
 
 
 @dataclass

@@ -11,7 +11,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from grader.leaderboard.inputs import LeaderboardError
 from grader.leaderboard.ranking import timestamp
-from grader.report import TEMPLATES, write_atomic
+from grader.records.files import TEMPLATES, write_atomic
 
 TEMPLATE = "leaderboard.html.j2"
 CHART_STUDENTS = 15  # bars per problem chart, besides the reference and PyTorch

@@ -5,13 +5,13 @@ are validated with, the float64 definition, and how inputs are made, calls run, 
 timed rounds refilled and sampled. `base.py` holds what every problem shares. `REGISTRY` maps each
 folder's name to its kind, so a spec entry `name = "..."` finds its grading logic with no list to
 edit. Every folder is imported with this package, none later: the worker looks its kind up after
-it has dropped the grader's modules from `sys.modules` (grader/worker.py). The folders live inside
+it has dropped the grader's modules from `sys.modules` (grader/harness/serve.py). The folders live inside
 the package because the sandboxed worker can read nothing else of the course (sandbox.plan.runtime_paths).
 
 Adding a problem: its `[[problems]]` entry in assignment/assignment.toml, its folder here, and,
 found by the entry's `name` and `module`, student_template/<module>.py, reference/<module>.py,
 handout/test_<name>.py and the write-up section of `writeup_section`; nothing else changes
-(tests/grader/test_new_problem.py adds and grades a toy one).
+(tests/grader/problems/test_new_problem.py adds and grades a toy one).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from grader.spec import Case
+from grader.spec.model import Case
 
 Watch = Callable[[], AbstractContextManager[Any]]
 

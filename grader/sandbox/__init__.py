@@ -27,7 +27,7 @@ process group and an environment token.
 In every level the worker is spawned with a fresh interpreter (never forked from the
 orchestrator), gets an environment with no secret in it, its own session and process group, an
 OOM score that makes the kernel kill it before anything else, no_new_privs (setuid binaries do
-not elevate), a seccomp filter that refuses namespaces and mounts (grader/seccomp.py; where it
+not elevate), a seccomp filter that refuses namespaces and mounts (grader/sandbox/seccomp.py; where it
 cannot be installed, the recorded isolation says so), and rlimits on CPU time, address space
 (CPU grading only: CUDA reserves more virtual memory than any sane limit), processes, file size
 and core dumps. Its stdout and stderr are drained by threads that keep the first `output_bytes`
@@ -42,28 +42,5 @@ The package, by concern:
 - syscalls: the C library calls; child: what the child does between fork and exec;
 - scratch: the worker's private folder and environment; output: its captured stdout and stderr;
 - kernel_copy: its Triton cache copied out with its own credentials;
-- worker: Worker, one worker process from spawn to close.
+- process: WorkerProcess, one worker process from spawn to close.
 """
-
-from __future__ import annotations
-
-from grader.sandbox.config import SandboxConfig
-from grader.sandbox.output import CapturedStream
-from grader.sandbox.plan import GRADER_ROOT, IsolationPlan, plan_isolation, runtime_paths
-from grader.sandbox.uids import TRANSIENT_UIDS, UidLease, lease_uid
-from grader.sandbox.worker import Worker, WorkerDied, WorkerTimeout
-
-__all__ = [
-    "GRADER_ROOT",
-    "TRANSIENT_UIDS",
-    "CapturedStream",
-    "IsolationPlan",
-    "SandboxConfig",
-    "UidLease",
-    "Worker",
-    "WorkerDied",
-    "WorkerTimeout",
-    "lease_uid",
-    "plan_isolation",
-    "runtime_paths",
-]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import seccomp
+from grader.sandbox import seccomp
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.plan import IsolationPlan
 from grader.sandbox.syscalls import (
@@ -57,7 +57,7 @@ class ChildSetup:
     uid: int | None
     gid: int | None
     cwd: str
-    #: install grader/seccomp.py's filter last (no namespaces, no mounts from here on)
+    #: install grader/sandbox/seccomp.py's filter last (no namespaces, no mounts from here on)
     seccomp: bool = False
 
 

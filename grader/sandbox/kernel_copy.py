@@ -18,7 +18,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from grader import kernel_cache, seccomp
+from grader import kernel_cache
+from grader.sandbox import seccomp
 from grader.sandbox.child import SPAWN_LOCK
 from grader.sandbox.plan import IsolationPlan
 from grader.sandbox.syscalls import CLONE_NEWNS, PR_SET_NO_NEW_PRIVS, load_libc

@@ -13,10 +13,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader import ROOT
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.syscalls import kernel_at_least
 
-GRADER_ROOT = Path(__file__).resolve().parents[2]
+GRADER_ROOT = ROOT
 # world-writable folders that get a private, size-limited tmpfs in the worker's namespace
 PRIVATE_TMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 

@@ -12,9 +12,10 @@ import stat
 from pathlib import Path
 from typing import NamedTuple
 
-from grader import kernel_cache, versions
+from grader import kernel_cache
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.plan import IsolationPlan
+from grader.spec import versions
 
 SKIP_NAMES = {"__pycache__", ".git", ".ipynb_checkpoints"}
 

@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
-from grader import batch, cli, containers
-from grader.batch.command import options_from_args
-from grader.records import Result
+from grader import batch, cli
+from grader.commands.batch import options_from_args
+from grader.containers import docker as containers
+from grader.records.model import Result
 
 pytestmark = pytest.mark.slow
 
@@ -93,7 +94,7 @@ BUILD: dict[str, Callable[[Path, Path], None]] = {
 def _image() -> None:
     """Build the CPU grading image from this tree; skip (with the reason) where it cannot be built."""
     pytest.importorskip("docker")
-    from grader.spec import load_assignment
+    from grader.spec.load import load_assignment
 
     try:
         client = containers.docker_client()

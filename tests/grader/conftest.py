@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from grader import watch
+from grader.harness import watch
 
 
 @pytest.fixture

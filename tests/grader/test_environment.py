@@ -21,10 +21,12 @@ import torch
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from grader import imports, interpreter_compat, versions
-from grader.export import export_handout
-from grader.spec import SpecError, load_environment
-from grader.worker import describe_exception
+from grader.course.export_handout import export_handout
+from grader.harness import imports, interpreter_compat
+from grader.harness.serve import describe_exception
+from grader.spec import versions
+from grader.spec.load import load_environment
+from grader.spec.model import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = load_environment()

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from grader.handout_support import CaseRunner, SampleReplay
-from grader.spec import load_assignment
+from grader.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[2]
 CORRECT_GELU = ROOT / "examples" / "submissions" / "correct" / "gelu.py"
@@ -102,8 +102,8 @@ def test_the_handout_reports_tampering_as_the_grader_does(
 
 def test_the_trusted_side_never_imports_the_worker() -> None:
     code = (
-        "import sys, grader.handout_support, grader.orchestrator, grader.performance, grader.checks; "
-        "print('grader.worker' in sys.modules)"
+        "import sys, grader.handout_support, grader.orchestrator.grade, grader.judge.performance, grader.judge.checks; "
+        "print('grader.harness.serve' in sys.modules)"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],

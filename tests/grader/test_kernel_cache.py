@@ -17,7 +17,8 @@ import pytest
 
 from grader import kernel_cache
 from grader.cli import main
-from grader.sandbox import SandboxConfig, Worker
+from grader.sandbox.config import SandboxConfig
+from grader.sandbox.process import WorkerProcess
 
 
 def test_copy_takes_regular_files_and_never_follows_links(tmp_path: Path) -> None:
@@ -188,7 +189,7 @@ def test_the_cache_is_never_read_through_a_mount(tmp_path: Path) -> None:
         submission = tmp_path / "sub"
         submission.mkdir()
         (submission / "gelu.py").write_text(MOUNT_PROBE)
-        worker = Worker(SandboxConfig(device="cpu"), submission, "gelu", "gelu", "triton_gelu")
+        worker = WorkerProcess(SandboxConfig(device="cpu"), submission, "gelu", "gelu", "triton_gelu")
         try:
             assert worker.wait_ready(time.monotonic() + 60).status == "ready", worker.output()
             assert worker.plan.level == "namespace"

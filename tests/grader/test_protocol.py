@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 import torch
 
-from grader import protocol, worker
+from grader import protocol
+from grader.harness import serve as worker
+from grader.harness.timed_rounds import FreshRounds
 from grader.problems import REGISTRY
-from grader.timed_rounds import FreshRounds
 
 GELU = REGISTRY["gelu"]
 CASE = GELU.case_model.model_validate({"name": "t", "suite": "cpu", "shape": [8, 16], "dtype": "float32"})

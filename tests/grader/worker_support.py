@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader.sandbox import SandboxConfig, Worker
+from grader.sandbox.config import SandboxConfig
+from grader.sandbox.process import WorkerProcess
 
 
 def printed_at_import(tmp_path: Path, source: str) -> Any:
@@ -15,7 +16,7 @@ def printed_at_import(tmp_path: Path, source: str) -> Any:
     folder = tmp_path / "sub"
     folder.mkdir()
     (folder / "gelu.py").write_text(source)
-    w = Worker(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    w = WorkerProcess(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
     try:
         assert w.wait_ready(time.monotonic() + 60).status == "ready", w.output()
     finally:

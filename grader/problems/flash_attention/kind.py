@@ -13,7 +13,7 @@ from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, p
 from grader.problems.flash_attention.case import AttentionCase
 from grader.problems.flash_attention.definition import attention_definition
 from grader.problems.flash_attention.saved_lse import closest_lse, saved_lse_candidates
-from grader.spec import Case
+from grader.spec.model import Case
 
 
 class FlashAttention(ProblemKind):
@@ -58,7 +58,7 @@ class FlashAttention(ProblemKind):
                 out = fn(q, k, v, is_causal=inputs["is_causal"])
                 # the saved tensors are read inside the watch: code that runs when they are read (a
                 # saved-tensor unpack hook, say) is watched as the forward is (O's values are those
-                # `fn` returned, copied as it returned: grader.calls)
+                # `fn` returned, copied as it returned: grader.harness.calls)
                 candidates: list[torch.Tensor] = []
                 if isinstance(out, torch.Tensor):
                     candidates = [t.detach().clone() for t in saved_lse_candidates(out, tuple(q.shape[:3]))]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from grader.spec import SHORT_DTYPE, Case, DType, with_layout_note
+from grader.spec.model import SHORT_DTYPE, Case, DType, with_layout_note
 
 
 class GeluCase(Case):

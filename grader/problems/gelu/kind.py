@@ -10,7 +10,7 @@ import torch
 from grader.problems.base import TORCH_DTYPES, OneTensorKind, with_layout
 from grader.problems.gelu.case import GeluCase
 from grader.problems.gelu.definition import gelu_definition
-from grader.spec import Case
+from grader.spec.model import Case
 
 
 class Gelu(OneTensorKind):

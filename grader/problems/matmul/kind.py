@@ -12,7 +12,7 @@ import torch
 from grader.problems.base import SAMPLE_ROWS, TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick, with_layout
 from grader.problems.matmul.case import MatmulCase
 from grader.problems.matmul.definition import matmul_definition
-from grader.spec import Case
+from grader.spec.model import Case
 
 
 class Matmul(ProblemKind):

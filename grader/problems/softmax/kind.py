@@ -10,7 +10,7 @@ import torch
 from grader.problems.base import TORCH_DTYPES, OneTensorKind, with_layout
 from grader.problems.softmax.case import SoftmaxCase
 from grader.problems.softmax.definition import softmax_definition
-from grader.spec import Case
+from grader.spec.model import Case
 
 
 def padded_rows(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

@@ -10,7 +10,7 @@ import torch
 from pydantic import Field
 
 from grader.problems.base import TORCH_DTYPES, OneTensorKind
-from grader.spec import Case, DType
+from grader.spec.model import Case, DType
 
 
 class ReluCase(Case):

@@ -1,0 +1,110 @@
+"""`grader batch`: its command line, turned once into BatchOptions for grader.batch.run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from grader.batch.options import BatchOptions, ContainerOptions, RayOptions, SlurmOptions
+from grader.commands import cluster_options, grading_options
+
+
+def add_parser(sub: Any) -> None:
+    b = sub.add_parser(
+        "batch",
+        help="grade every submission in a folder (in containers with --docker)",
+        description=(
+            "Grade every entry of SUBMISSIONS (a folder, .zip or .tar.gz per student, or a Gradescope export) "
+            "into OUT: "
+            "OUT/<student>/{result.json,report.html,gradescope/results.json}, OUT/gradebook.csv, OUT/summary.json. "
+            "Resumable: run it again after an interruption and only what is missing is graded."
+        ),
+    )
+    b.add_argument(
+        "submissions",
+        help="folder with one entry per student: a folder, a .zip or a .tar.gz (ids from the names, or "
+        "manifest.csv / manifest.json)",
+    )
+    b.add_argument("--out", required=True, help="results folder")
+    b.add_argument("--regrade", action="store_true", help="grade again even when a result for the same content exists")
+    b.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="grade again the students whose last result is an error (a hang, a crash, a bad archive)",
+    )
+    b.add_argument(
+        "--jobs", type=int, default=1, help="submissions graded at once on the CPU (with --gpus: one per GPU)"
+    )
+    b.add_argument(
+        "--docker",
+        action="store_true",
+        help="grade each submission in its own container (no network, limits, read-only submission)",
+    )
+    b.add_argument(
+        "--gpus",
+        default=None,
+        help="'all' or GPU indices such as 0,1: one GPU per container, as many containers at once as GPUs",
+    )
+    b.add_argument(
+        "--image",
+        default=None,
+        help="grading image (default: triton-kernels-grader:<version>, or :<version>-cpu without --gpus)",
+    )
+    b.add_argument("--memory", default="16g", help="memory limit per container (default 16g)")
+    b.add_argument(
+        "--cpus", type=float, default=None, help="CPUs per container (default: this machine's cores shared out)"
+    )
+    b.add_argument("--pids", type=int, default=4096, help="process/thread limit per container (default 4096)")
+    b.add_argument(
+        "--container-timeout",
+        type=float,
+        default=None,
+        help="wall-clock limit per student in seconds; past it the container is killed (default: the problems' "
+        "limits plus start-up)",
+    )
+    cluster_options.add_backend_arguments(b)  # --backend ray|slurm and their options
+    grading_options.add_arguments(b)
+    b.set_defaults(func=run)
+
+
+def options_from_args(args: argparse.Namespace) -> BatchOptions:
+    """The typed options of one `grader batch` command line."""
+    out, root = Path(args.out), Path(args.submissions)
+    hide = grading_options.hidden_paths(args.spec, out) + [root.resolve()]
+    if args.secret_file:
+        hide.append(Path(args.secret_file).resolve())  # as `grader grade` does: workers never see it
+    docker = (
+        ContainerOptions(image=args.image, memory=args.memory or "16g", pids=args.pids or 4096, cpus=args.cpus)
+        if args.docker
+        else None
+    )
+    return BatchOptions(
+        submissions=root,
+        out=out,
+        spec=args.spec,
+        grading=grading_options.grade_options(args, hide),
+        public_only=args.public_only,
+        regrade=args.regrade,
+        retry_errors=args.retry_errors,
+        jobs=max(1, int(args.jobs or 1)),
+        gpus=args.gpus,
+        docker=docker,
+        container_timeout=args.container_timeout,
+        backend=args.backend,
+        ray=RayOptions(address=args.ray_address, resources=args.ray_resources),
+        slurm=SlurmOptions(
+            partition=args.slurm_partition,
+            gpus_per_task=args.slurm_gpus_per_task,
+            cpus_per_task=args.slurm_cpus_per_task,
+            time_min=args.slurm_time,
+            sbatch=list(args.slurm_option),
+            setup=list(args.slurm_setup),
+        ),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from grader.batch.run import run_batch
+
+    return run_batch(options_from_args(args))

@@ -1,0 +1,89 @@
+"""The --backend options of `grader batch`: Ray's and Slurm's, parsed into what BatchOptions holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from grader.cluster import BACKENDS
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The --backend options of `grader batch` (the engines' own ones live in their modules)."""
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="local: this machine (default); ray: a Ray cluster (--ray-address); slurm: a Slurm job array "
+        "through submitit",
+    )
+    add_ray_arguments(parser)
+    add_slurm_arguments(parser)
+
+
+def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("ray backend (--backend ray)")
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        help="the cluster's head, e.g. 10.0.0.1:6379 (default: start a Ray instance on this machine for the batch)",
+    )
+    group.add_argument(
+        "--ray-resources",
+        type=_resources,
+        default=None,
+        help='what one grading asks Ray for, as JSON: default {"CPU": 1, "GPU": 1} with --device cuda, {"CPU": '
+        '1} otherwise; custom resources too, e.g. {"CPU": 1, "grader_slot": 1}',
+    )
+
+
+def _resources(text: str) -> dict[str, float]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(
+            f'--ray-resources: not JSON ({exc}); expected e.g. \'{{"CPU": 1, "GPU": 1}}\''
+        ) from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, (int, float)) and v >= 0 for k, v in value.items()
+    ):
+        raise argparse.ArgumentTypeError(
+            '--ray-resources: expected an object of resource names to amounts >= 0, e.g. \'{"CPU": 1, "GPU": 1}\''
+        )
+    return {k: float(v) for k, v in value.items()}
+
+
+def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("slurm backend (--backend slurm)")
+    group.add_argument(
+        "--slurm-partition", default=None, help="partition for the job array (default: the cluster's default)"
+    )
+    group.add_argument(
+        "--slurm-gpus-per-task",
+        type=int,
+        default=None,
+        help="GPUs per array element (default: 1 with --device cuda, none otherwise)",
+    )
+    group.add_argument(
+        "--slurm-cpus-per-task", type=int, default=None, help="CPUs per array element (default: Slurm's)"
+    )
+    group.add_argument(
+        "--slurm-time",
+        type=int,
+        default=None,
+        help="time limit per element in minutes (default: the problems' limits plus start-up)",
+    )
+    group.add_argument(
+        "--slurm-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other sbatch option, repeatable: --slurm-option account=cs336 --slurm-option qos=normal",
+    )
+    group.add_argument(
+        "--slurm-setup",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="a shell line run before each element, repeatable (e.g. 'module load cuda')",
+    )

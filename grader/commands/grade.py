@@ -1,0 +1,61 @@
+"""`grader grade`: one submission folder graded into result.json, report.html and gradescope/."""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from grader.commands import grading_options
+from grader.spec.model import DEFAULT_SPEC
+
+console = Console(stderr=True)
+
+
+def module_names(spec: Path = DEFAULT_SPEC) -> str:
+    """The files a submission holds, as the spec names them, read without validating it (help text)."""
+    try:
+        problems = tomllib.loads(spec.read_text(encoding="utf-8"))["problems"]
+        return ", ".join(f"{p['module']}.py" for p in problems)
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a .py file per problem of the assignment"
+
+
+def add_parser(sub: Any) -> None:
+    g = sub.add_parser("grade", help="grade one submission folder")
+    g.add_argument("path", help=f"submission folder ({module_names()})")
+    g.add_argument("--out", default="grades/single", help="folder for result.json, report.html, gradescope/")
+    grading_options.add_arguments(g)
+    g.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from grader.orchestrator.grade import grade
+    from grader.records.console import print_result
+    from grader.records.report import write_result
+    from grader.spec.load import load_assignment
+
+    submission = Path(args.path)
+    if not submission.is_dir():
+        console.print(
+            f"[red]error:[/red] {escape(str(submission))} is not a folder (expected a submission folder with "
+            f"{module_names(args.spec)})"
+        )
+        return 2
+    assignment = load_assignment(args.spec, hidden=False if args.public_only else None)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    options = grading_options.grade_options(
+        args, grading_options.hidden_paths(args.spec, out) + ([Path(args.secret_file)] if args.secret_file else [])
+    )
+    with console.status(f"grading {submission}") as status:
+        options.progress = lambda text: status.update(f"grading {submission}: {text}")
+        result = grade(assignment, submission, options)
+    write_result(result, out)
+    print_result(result, Console())
+    console.print(f"wrote {out / 'result.json'}, {out / 'report.html'}, {out / 'gradescope' / 'results.json'}")
+    return 0

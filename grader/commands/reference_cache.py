@@ -1,0 +1,35 @@
+"""`grader reference-cache build|path`: the staff reference compiled and autotuned once per machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grader.judge.reference_cache import ENV, build, location, size
+from grader.spec.model import DEFAULT_SPEC
+
+
+def add_parser(sub: Any) -> None:
+    """`grader reference-cache build|path` on the CLI's subparsers."""
+    p = sub.add_parser("reference-cache", help="the staff reference's compiled kernels, kept once per machine")
+    p.add_argument(
+        "action",
+        choices=["build", "path"],
+        help="build: compile and tune the reference now (GPU); path: where it is kept here",
+    )
+    p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml whose version names the cache")
+    p.add_argument("--problems", default=None, help="comma-separated subset of problems (build)")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args: Any) -> int:
+    from grader.spec.load import load_assignment
+
+    if args.action == "path":
+        folder = location(load_assignment(args.spec, hidden=False).assignment.version)
+        print(folder if folder is not None else f"switched off (${ENV}=off)")
+        return 0
+    folder = build(args.spec, args.problems.split(",") if args.problems else None)
+    files, nbytes = size(folder)
+    print(f"{folder}: {files} files, {nbytes / 2**20:.1f} MiB")
+    return 0

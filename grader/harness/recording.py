@@ -1,0 +1,226 @@
+"""What the profiler cannot see by itself, watched beside it in the submission's process: ops run
+past the dispatcher's RecordFunction, op recording switched off from Python, kernels registered
+for PyTorch's own operators, modes left on PyTorch's stacks, and torch.compile'd code.
+
+Like the launch counter (`grader.harness.watch`), the wrappers are compiled apart from the grader's
+globals; a submission that reads their closures reaches what they wrap (docs/defenses.md, known
+holes).
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import os
+from typing import Any
+
+import torch
+import torch._dynamo.eval_frame as _eval_frame
+import torch.autograd.profiler
+from torch.utils._device import DeviceContext
+
+_WRAPPER = """
+def make_redispatch(original, watching, seen):
+    def redispatch_boxed(self, *args, **kwargs):
+        if watching[0]:
+            seen.append(self.schema().name)
+        return original(self, *args, **kwargs)
+    return redispatch_boxed
+
+def make_switch(original, watching, refused, label):
+    def switch(*args, **kwargs):
+        on = args[0] if args else next(iter(kwargs.values()), True)
+        if watching[0] and not on:
+            refused.append(label)
+            return None
+        return original(*args, **kwargs)
+    return switch
+
+def make_refusal(original, watching, refused, label):
+    def refused_while_watched(*args, **kwargs):
+        if watching[0]:
+            refused.append(label)
+            return None
+        return original(*args, **kwargs)
+    return refused_while_watched
+
+def make_op_dk(watching, seen, raw_by_op):
+    def get(self):
+        raw = raw_by_op[id(self)]
+        if not watching[0]:
+            return raw
+        name = self._schema.name
+        def op_dk(*args, **kwargs):
+            seen.append(name)
+            return raw(*args, **kwargs)
+        return op_dk
+    def put(self, value):
+        raw_by_op[id(self)] = value
+    return property(get, put)
+
+def make_operation_overload(original, watching, seen):
+    def get_operation_overload(name, overload):
+        op, op_dk, *rest = original(name, overload)
+        def recorded(*args, **kwargs):
+            if watching[0]:
+                seen.append(name)
+            return op_dk(*args, **kwargs)
+        return (op, recorded, *rest)
+    return get_operation_overload
+
+def make_library(original, protected, torch_dir):
+    def dispatch_library(kind, ns, *args, **kwargs):
+        if ns in protected:
+            import sys
+            caller = sys._getframe(1).f_code.co_filename
+            site = args[1] if len(args) > 1 else kwargs.get("file", "")
+            if not (caller.startswith(torch_dir) and str(site).startswith(torch_dir)):
+                raise RuntimeError(
+                    f"a submission may not register kernels for PyTorch's own operators ({ns}::...): "
+                    "define your own operator namespace (torch.library.custom_op('mylib::name', ...))"
+                )
+        return original(kind, ns, *args, **kwargs)
+    return dispatch_library
+"""
+
+
+#: operator namespaces whose kernels only PyTorch itself registers
+_PROTECTED = frozenset({"aten", "prims", "profiler", "_c10d_functional", "c10d"})
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+class Recording:
+    """What the profiler's op recording cannot see by itself, recorded beside it while a call is watched.
+
+    - `OpOverload.redispatch` (`_DispatchOperatorHandle.redispatch_boxed`) runs an op's kernel past
+      the dispatcher's RecordFunction: a forbidden op called that way left no event. Its name is
+      noted here instead (PyTorch's own custom-op wrappers redispatch too: their names are noted,
+      not refused).
+    - `OpOverload._op_dk` (and the `op_dk` of `torch._C._get_operation_overload`) calls an op's
+      kernel for one dispatch key, past RecordFunction too: noted the same way.
+    - a kernel registered for an aten op (`torch.library.Library("aten", "IMPL")`) would run inside
+      the harness's own copies: registrations for PyTorch's namespaces are refused unless PyTorch
+      itself makes them (its lazily imported modules do).
+    - `_enable_record_function(False)` and `_toggle_collection_dynamic(False, ...)` switch recording
+      off from Python, `_clear_callbacks()` removes the profiler's: while a call is watched they
+      are refused and reported as tampering (and `grader.harness.calls.profiled` checks that its own
+      marker was recorded at the end of the call).
+
+    The wrappers are compiled apart from this module's globals, as the launch counter's are.
+    """
+
+    watching = [False]
+    seen: list[str] = []
+    refused: list[str] = []
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:
+            return
+        cls._installed = True
+        # the real builtins: PyTorch's argument parsing imports through the calling frame's
+        namespace: dict[str, Any] = {"__builtins__": builtins}
+        exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
+        handle = torch._C._DispatchOperatorHandle
+        handle.redispatch_boxed = namespace["make_redispatch"](handle.redispatch_boxed, cls.watching, cls.seen)
+        make_switch, autograd = namespace["make_switch"], torch._C._autograd
+        wrappers = {
+            name: make_switch(getattr(autograd, name), cls.watching, cls.refused, f"{name}(False)")
+            for name in ("_enable_record_function", "_toggle_collection_dynamic")
+        }
+        wrappers["_clear_callbacks"] = namespace["make_refusal"](
+            torch._C._autograd._clear_callbacks, cls.watching, cls.refused, "_clear_callbacks()"
+        )
+        for name, wrapper in wrappers.items():
+            for owner in (torch._C._autograd, torch.autograd, torch.autograd.profiler):
+                if hasattr(owner, name):
+                    setattr(owner, name, wrapper)
+        # each op's raw `_op_dk` leaves the instance (whose __dict__ anyone can read) for a table
+        raw_by_op: dict[int, Any] = {}
+        overload = torch._ops.OpOverload
+        for op in [o for o in gc.get_objects() if type(o) is overload and "_op_dk" in vars(o)]:
+            raw_by_op[id(op)] = vars(op).pop("_op_dk")
+        overload._op_dk = namespace["make_op_dk"](cls.watching, cls.seen, raw_by_op)
+        torch._C._dispatch_library = namespace["make_library"](torch._C._dispatch_library, _PROTECTED, _TORCH_DIR)
+        torch._C._get_operation_overload = namespace["make_operation_overload"](
+            torch._C._get_operation_overload, cls.watching, cls.seen
+        )
+
+    @classmethod
+    def start(cls) -> None:
+        cls.seen.clear()
+        cls.refused.clear()
+        cls.watching[0] = True
+
+    @classmethod
+    def stop(cls) -> tuple[list[str], list[str]]:
+        """(ops redispatched, recording switches refused) since `start`."""
+        cls.watching[0] = False
+        return list(dict.fromkeys(cls.seen)), list(dict.fromkeys(cls.refused))
+
+
+# -- mode stacks ----------------------------------------------------------------------------------
+
+_len_dispatch_modes = torch._C._len_torch_dispatch_stack
+_pop_dispatch_mode = torch._C._pop_torch_dispatch_stack
+_len_function_modes = torch._C._len_torch_function_stack
+_pop_function_mode = torch._C._pop_torch_function_stack
+_push_function_mode = torch._C._push_on_torch_function_stack
+
+#: the modes `settle_modes` took off, never freed: a mode's `__del__` would run submission code later,
+#: after the watch (pushing a mode again, say)
+_TAKEN_OFF: list[Any] = []
+
+
+def settle_modes() -> list[str]:
+    """Take off PyTorch's mode stacks whatever submission code left there; name the dispatch modes.
+
+    A TorchDispatchMode (or TorchFunctionMode) left active runs inside every torch call the harness
+    makes afterwards: it could fill an output when the harness first reads it, after the watch, or
+    skip the refill of a timed round's inputs. No dispatch mode survives submission code (leaving
+    one is tampering); of the function modes only `torch.set_default_device`'s stays (honest code
+    sets it at import).
+    """
+    left: list[str] = []
+    while _len_dispatch_modes() > 0:
+        mode = _pop_dispatch_mode(None)
+        _TAKEN_OFF.append(mode)
+        left.append(f"a TorchDispatchMode left active ({type(mode).__name__})")
+    if _len_function_modes() > 0:
+        kept = []
+        while _len_function_modes() > 0:
+            mode = _pop_function_mode()
+            if type(mode) is DeviceContext:
+                kept.append(mode)
+            else:
+                _TAKEN_OFF.append(mode)
+        for mode in reversed(kept):
+            _push_function_mode(mode)
+    return left
+
+
+# -- torch.compile where ops are checked ----------------------------------------------------------
+
+# Code that torch.compile compiled runs inductor's generated kernels and records no aten op, so
+# in the watched part of a call it is run as the eager code it was written as (dynamo's
+# "force_eager" stance), whose ops the profiler sees. Bound at import, as the profiler is.
+_set_stance = _eval_frame._set_stance
+_FORCE_EAGER = _eval_frame.DynamoStance("force_eager")
+#: profiler events that only compiled code records: one in a watched part means the stance was undone
+COMPILED_EVENTS = ("Torch-Compiled Region", "TorchDynamo Cache Lookup", "## Call CompiledFxGraph")
+
+
+class CompiledAsEager:
+    """A context in which every torch.compile'd function runs eagerly."""
+
+    def __enter__(self) -> None:
+        self.prior = _set_stance(_FORCE_EAGER)
+
+    def __exit__(self, *exc: object) -> None:
+        _set_stance(self.prior)
+
+
+def compiled_events(names: set[str]) -> list[str]:
+    """The events among `names` that compiled code recorded."""
+    return sorted(n for n in names if n.startswith(COMPILED_EVENTS))[:10]

@@ -1,0 +1,264 @@
+"""The untrusted side of grading: imports one submission module and runs the calls it is sent.
+
+This process is started by `grader.sandbox` (spawned, never forked from the orchestrator), with
+no secret in its environment, under resource limits and, when the grader runs as root, as a
+transient unprivileged user in a mount namespace that hides the reference, the hidden cases and
+the results. Everything it sends back is data for the orchestrator to check.
+
+The submission runs in this very process, so every note it sends (exact output types, aliasing,
+profiled ops, launch counts) could in principle be forged by code that reaches into the harness
+(this module, `grader.harness.calls` which makes each call, `grader.harness.watch` which watches it). What is
+done makes that take deliberate effort, and makes the easy routes fail loudly:
+
+- the grader's modules are removed from `sys.modules` before the submission is imported, and
+  nothing in `__main__` refers to them: `import grader.harness.serve` fails, and a fresh copy imported
+  through a hand-made path is not the copy that is running;
+- ops are recorded with the C-level profiler functions, bound before the submission is
+  imported, on every thread; a call that switched the profiler off or restarted it is reported as tampering;
+- the functions the harness and the timing depend on (builtins, time, torch.Tensor, CUDA events,
+  torch.allclose, the profiler, Triton's launch entry point, ...) are snapshotted before the
+  import; any replacement is restored at once and the problem fails with the names replaced;
+- the Triton launch counter lives in a closure whose globals hold nothing of the grader.
+
+What remains (walking frames or the garbage collector to reach the harness's globals, poking
+memory through ctypes, forging replies on the pipe) is listed in docs/defenses.md: the output
+values for fresh inputs still have to be computed, so the cheat left is "used PyTorch or a
+token kernel and hid it", which the static scan reports for a human to look at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grader import kernel_cache, protocol, timing
+from grader.harness import calls, imports, student_runtime, timed_rounds
+from grader.harness.watch import GUARD, LaunchCounter, arm
+from grader.problems import REGISTRY
+from grader.problems.base import generator
+from grader.spec import versions
+
+MAX_MESSAGE = 4000
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+def _trim(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE // 2] + "\n[...]\n" + text[-MAX_MESSAGE // 2 :]
+
+
+def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
+    """The error as a student should see it: their own frames only, paths relative to the submission."""
+    try:
+        root = str(submission) + os.sep
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(root)]
+        tb = "".join(traceback.format_list(frames[-10:])) + "".join(traceback.format_exception_only(type(exc), exc))
+        tb = tb.replace(root, "")
+        kind = type(exc).__name__
+        if isinstance(exc, SystemExit):
+            summary = f"the submission called sys.exit({exc.code!r})"
+        elif isinstance(exc, KeyboardInterrupt):
+            summary = "the submission raised KeyboardInterrupt"
+        elif isinstance(exc, MemoryError):
+            limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+            shown = f"{limit / (1 << 30):g} GiB" if limit != resource.RLIM_INFINITY else "the machine's memory"
+            summary = f"MemoryError: out of memory (a worker may use at most {shown} of address space)"
+        else:
+            summary = f"{kind}: {exc}".replace(root, "")
+            note = versions.hint(summary)  # an error only a Triton other than the grading one raises
+            summary += f"\n{note}" if note else ""
+        text = str(exc)
+        fatal = isinstance(exc, torch.OutOfMemoryError) or "CUDA error" in text or "illegal memory access" in text
+        return protocol.Failed(type=kind, message=_trim(summary), traceback=_trim(tb), fatal=fatal)
+    except BaseException:  # noqa: BLE001 - an exception whose str() or repr() itself fails
+        return protocol.Failed(
+            type="Exception", message="the submission raised an exception whose message could not be read"
+        )
+
+
+# -- calls --------------------------------------------------------------------------------------
+
+
+FRESH = calls.FreshInputs()
+
+
+def handle_call(
+    problem_name: str, fn: Callable[..., Any], request: protocol.CallRequest, blob: bytes, device: str, submission: Path
+) -> tuple[protocol.Message, bytes]:
+    problem = REGISTRY[problem_name]
+    case = problem.case_model.model_validate(request.case)
+    outcome = calls.run(
+        problem, fn, case, protocol.unpack_tensors(blob, map_location=device), device, FRESH, request.profile
+    )
+    tampering = GUARD.report()
+    if tampering:
+        return tampering, b""
+    try:
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.result is not None
+        meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, device, outcome.snapshots)
+    except BaseException as exc:  # noqa: BLE001
+        return describe_exception(exc, submission), b""
+    reply = protocol.Called(
+        meta=meta,
+        inputs_changed=outcome.changed_inputs(),
+        triton_launches=outcome.triton_launches,
+        profile=protocol.Profile(**outcome.profile) if outcome.profile else None,
+        call_s=round(outcome.seconds, 4),
+    )
+    return reply, protocol.pack_tensors(payload)
+
+
+class Timer:
+    """The worker's half of timing: the student's kernel on inputs it draws itself on the GPU.
+
+    Benchmark inputs need no secrecy in their shape, so they are made here rather than shipped
+    through the pipe; every timed round then gets new contents from the orchestrator's seeds, and
+    a sample of rounds has a sample of its outputs sent back to be checked (`timed_rounds`).
+    """
+
+    def __init__(self, problem_name: str, fn: Callable[..., Any]) -> None:
+        self.kind = REGISTRY[problem_name]
+        self.fn = fn
+        self.key: tuple[Any, ...] | None = None
+        self.sets: list[dict[str, Any]] = []
+        self.calls: list[Callable[[], Any]] = []
+        #: None only when the orchestrator sends no round seeds (GRADER_UNVERIFIED_TIMING)
+        self.rounds: timed_rounds.FreshRounds | None = None
+
+    def _prepare(self, request: protocol.ShapeRequest) -> Any:
+        case = self.kind.case_model.model_validate(request.case)
+        key = (request.case["name"], request.seed, request.sets, request.refill_seed, request.verify_seed)
+        if key != self.key:
+            self.sets, self.calls, self.rounds, self.key = [], [], None, None
+            torch.cuda.empty_cache()
+            self.sets = [self.kind.make_inputs(case, generator(request.seed + i, "cuda")) for i in range(request.sets)]
+            self.calls = [self.kind.timed(self.fn, inputs) for inputs in self.sets]
+            if request.refill_seed is not None and request.verify_seed is not None:
+                self.rounds = timed_rounds.FreshRounds(
+                    self.kind, case, self.sets, request.refill_seed, request.verify_seed
+                )
+            self.key = key
+        return case
+
+    def handle(
+        self, request: protocol.TimeRequest | protocol.LoopRequest, submission: Path
+    ) -> tuple[protocol.Message, bytes]:
+        calls.nan_fill(False)  # timing runs without the NaN fill of correctness calls
+        blob = b""
+        reply: protocol.Message
+        try:
+            try:
+                case = self._prepare(request)
+                launches = LaunchCounter.total()
+                if isinstance(request, protocol.TimeRequest):
+                    profile: dict[str, Any] = {}
+                    if request.profile:
+                        # watched as correctness is: the same ops in the same part of the call
+                        # (for some problems: the forward only)
+                        profile = calls.watched(self.kind, self.fn, self.sets[0], case, "cuda")[1]
+                    launches = LaunchCounter.total()
+                    measured = timing.measure(
+                        self.calls, request.budget_s, warm=request.warm, min_s=request.min_s, hooks=self.rounds
+                    )
+                    verified, payload = self.rounds.drain() if self.rounds else ([], {})
+                    blob = protocol.pack_tensors(payload)
+                    reply = protocol.Timed(
+                        samples_s=measured.samples_s,
+                        triton_launches=LaunchCounter.total() - launches,
+                        profile=protocol.Profile(**profile) if profile else None,
+                        verified=verified,
+                    )
+                else:
+                    wall = timing.loop_wall_time(self.calls[0], request.rounds)
+                    reply = protocol.Looped(wall_s=wall, triton_launches=LaunchCounter.total() - launches)
+            finally:
+                GUARD.restore()
+        except BaseException as exc:  # noqa: BLE001
+            reply, blob = describe_exception(exc, submission), b""
+        tampering = GUARD.report()
+        return (tampering, b"") if tampering else (reply, blob)
+
+
+# -- the loop -----------------------------------------------------------------------------------
+
+
+def _forget_grader() -> None:
+    """Drop the grader's modules from sys.modules: the submission cannot import the running copy."""
+    for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
+        del sys.modules[name]
+
+
+def serve(args: argparse.Namespace) -> int:
+    req_fd, rep_fd = args.req_fd, args.rep_fd
+    for fd in (req_fd, rep_fd):
+        os.set_inheritable(fd, False)
+    if args.device == "cuda" and args.gpu_memory_fraction:
+        try:
+            torch.cuda.set_per_process_memory_fraction(args.gpu_memory_fraction)
+        except (RuntimeError, ValueError):  # pragma: no cover - no GPU after all: the calls will say so
+            pass
+    seed, cache = os.environ.get("GRADER_KERNEL_SEED"), os.environ.get("TRITON_CACHE_DIR")
+    if seed and cache:
+        try:  # this submission's kernels from an earlier grading: compiled ones are not compiled again
+            kernel_cache.restore_into(Path(seed), Path(cache))
+        except OSError:
+            pass
+    student_runtime.prepare()  # the same process settings as pytest handout's
+    imports.install(Path(args.submission), versions.graded().allowed_imports)  # refuses what the handout refuses
+    arm()  # before the submission is imported
+    _forget_grader()
+    try:
+        fn = calls.load_function(Path(args.submission), args.module, args.function)
+    except BaseException as exc:  # noqa: BLE001
+        GUARD.restore()
+        failed = describe_exception(exc, Path(args.submission))
+        protocol.send(rep_fd, protocol.ImportFailed(**failed.model_dump(exclude={"status"})))
+        return 0
+    GUARD.restore()  # replacements made at import fail every call (the list is kept)
+    protocol.send(rep_fd, protocol.Ready())
+    timer: Timer | None = None
+    while True:
+        try:
+            header, blob = protocol.recv(req_fd)
+        except protocol.PeerGone:
+            return 0
+        request = protocol.parse_request(header)
+        reply: protocol.Message
+        if isinstance(request, protocol.ExitRequest):
+            return 0
+        if isinstance(request, protocol.CallRequest):
+            reply, out = handle_call(args.problem, fn, request, blob, args.device, Path(args.submission))
+        else:
+            timer = timer or Timer(args.problem, fn)
+            reply, out = timer.handle(request, Path(args.submission))
+        protocol.send(rep_fd, reply, out)
+        if isinstance(reply, protocol.Failed) and reply.fatal:
+            return 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grader-worker")
+    parser.add_argument("--submission", required=True)
+    parser.add_argument("--problem", required=True)
+    parser.add_argument("--module", required=True)
+    parser.add_argument("--function", required=True)
+    parser.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    parser.add_argument("--req-fd", type=int, required=True)
+    parser.add_argument("--rep-fd", type=int, required=True)
+    parser.add_argument("--gpu-memory-fraction", type=float, default=None)
+    return serve(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

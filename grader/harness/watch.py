@@ -1,0 +1,321 @@
+"""What watches a submission's code from inside its own process: a count of its Triton launches,
+the profiler's C entry points bound before it is imported, and the tamper guard.
+
+The submission runs in the process that watches it, so each of these is built to make forging
+take deliberate effort (see `grader.harness.serve`'s docstring and docs/defenses.md): the launch counter
+lives in a closure whose globals hold nothing of the grader; the profiler is reached through
+functions bound when this module was imported; the guard snapshots what the harness relies on
+and restores and names whatever the submission replaced.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import pickle
+import sys
+import time
+import types
+from typing import Any
+
+# the profiler's own log (Kineto) reports "gpuGetDeviceCount failed" on a CUDA build without a GPU:
+# noise in a student's output; read when the profiler first starts, so setting it here is enough
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+
+import torch  # noqa: E402
+import torch.autograd.profiler  # noqa: E402
+import torch.profiler  # noqa: E402
+import torch.testing  # noqa: E402
+
+from grader import protocol  # noqa: E402
+from grader.harness.recording import DeviceContext, Recording, settle_modes  # noqa: E402
+
+_MISSING = object()
+_getprofile, _setprofile, _gettrace, _settrace = sys.getprofile, sys.setprofile, sys.gettrace, sys.settrace
+
+# -- launch counting ----------------------------------------------------------------------------
+
+_WRAPPER = """
+def make(original, counter):
+    def run(self, *args, **kwargs):
+        if not kwargs.get("warmup", False):
+            counter[0] += 1
+        return original(self, *args, **kwargs)
+    return run
+
+def make_getitem(original, counter):
+    def __getitem__(self, grid):
+        runner = original(self, grid)
+        def launch(*args, **kwargs):
+            counter[0] += 1
+            return runner(*args, **kwargs)
+        return launch
+    return __getitem__
+"""
+
+
+class LaunchCounter:
+    """Counts Triton kernel launches by wrapping `run` of Triton's JIT and interpreter functions,
+    and the launcher of a compiled kernel (`kernel = f.warmup(...); kernel[grid](...)`, as Triton's
+    fused-softmax tutorial launches: it bypasses `run`).
+
+    The wrapper is compiled in a namespace of its own: `JITFunction.run.__globals__` leads
+    nowhere near the grader.
+    """
+
+    _counter = [0]
+
+    @classmethod
+    def total(cls) -> int:
+        return cls._counter[0]
+
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:  # wrapping twice would count every launch twice
+            return
+        cls._installed = True
+        import triton.runtime.jit as jit
+
+        targets: list[Any] = [jit.JITFunction]
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            targets.append(InterpretedFunction)
+        except ImportError:  # pragma: no cover - older triton
+            pass
+        namespace: dict[str, Any] = {"__builtins__": {}}
+        exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
+        for klass in targets:
+            klass.run = namespace["make"](klass.run, cls._counter)
+        try:
+            from triton.compiler.compiler import CompiledKernel
+        except ImportError:  # pragma: no cover - Triton laid out otherwise
+            return
+        CompiledKernel.__getitem__ = namespace["make_getitem"](CompiledKernel.__getitem__, cls._counter)
+
+
+# -- tamper guard -------------------------------------------------------------------------------
+
+_ALL = None
+_CACHED_BY_PYTHON = frozenset({"__slotnames__"})  # copyreg caches it on a class the first time one is pickled
+_TIME = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time", "sleep")
+_PROFILER_NAMES = (
+    "_enable_record_function",
+    "_clear_callbacks",
+    "_enable_profiler",
+    "_disable_profiler",
+    "_prepare_profiler",
+    "_profiler_enabled",
+    "_toggle_collection_dynamic",
+    "_enable_profiler_legacy",
+    "_disable_profiler_legacy",
+)
+
+
+def _guarded() -> list[tuple[str, Any, tuple[str, ...] | None]]:
+    """(label, owner, names or _ALL): what the harness, the checks and the timing rely on."""
+    import triton.runtime.jit as jit
+
+    owners: list[tuple[str, Any, tuple[str, ...] | None]] = [
+        ("time", time, _TIME),
+        ("os", os, ("read", "write")),
+        ("json", json, ("dumps", "loads")),
+        ("io", io, ("BytesIO",)),
+        ("pickle", pickle, ("Pickler", "Unpickler", "dump", "dumps", "load", "loads")),
+        (
+            "torch",
+            torch,
+            (
+                "allclose",
+                "isclose",
+                "equal",
+                "empty",
+                "empty_like",
+                "zeros",
+                "save",
+                "load",
+                "isnan",
+                "isinf",
+                "Tensor",
+                "use_deterministic_algorithms",
+            ),
+        ),
+        ("torch.Tensor", torch.Tensor, _ALL),
+        (
+            "torch.cuda",
+            torch.cuda,
+            (
+                "Event",
+                "Stream",
+                "synchronize",
+                "_sleep",
+                "current_stream",
+                "stream",
+                "set_stream",
+                "empty_cache",
+                "get_device_properties",
+                "current_device",
+            ),
+        ),
+        ("torch.cuda.Event", torch.cuda.Event, _ALL),
+        ("torch.testing", torch.testing, ("assert_close",)),
+        ("torch.autograd", torch.autograd, _PROFILER_NAMES),
+        ("torch._C._autograd", torch._C._autograd, _PROFILER_NAMES),
+        ("torch.autograd.profiler", torch.autograd.profiler, ("profile", "record_function") + _PROFILER_NAMES),
+        ("torch.autograd.profiler.profile", torch.autograd.profiler.profile, _ALL),
+        ("torch.profiler", torch.profiler, ("profile", "ProfilerActivity", "record_function")),
+        ("torch.profiler.profile", torch.profiler.profile, _ALL),
+        ("triton JITFunction", jit.JITFunction, ("run",)),
+        ("torch dispatcher", torch._C._DispatchOperatorHandle, ("redispatch_boxed",)),
+        ("torch._ops.OpOverload", torch._ops.OpOverload, ("_op_dk", "redispatch")),
+        ("torch._C", torch._C, ("_get_operation_overload",)),
+        ("torch.utils._device.DeviceContext", DeviceContext, _ALL),
+    ]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        owners.append(("triton InterpretedFunction", InterpretedFunction, ("run",)))
+    except ImportError:  # pragma: no cover
+        pass
+    return owners
+
+
+class Guard:
+    """Snapshots functions before the submission is imported; restores and names any it replaced.
+
+    `restore` is the first thing that runs after submission code: builtins are put back with dict
+    methods alone (a builtin type's methods cannot be replaced), and only then is any other name
+    looked up. Data attributes are not watched (PyTorch changes its own flags); names added to a
+    module are not either (lazy imports add them), but a name added to a class watched whole
+    (torch.Tensor, CUDA events, the profiler) is removed and reported: it would shadow a method
+    of the class's C base.
+    """
+
+    def __init__(self) -> None:
+        self.builtins = builtins.__dict__
+        self.saved_builtins: dict[str, Any] = {}
+        self.saved: list[tuple[str, Any, str, Any]] = []
+        #: classes watched whole: a name added to them shadows a method of their C base class
+        self.closed: list[tuple[str, type, frozenset[str]]] = []
+        self.tampered: list[str] = []
+        #: the profile and trace functions before any submission code (a debugger's, coverage's)
+        self.hooks: tuple[Any, Any] | None = None
+
+    def snapshot(self) -> None:
+        self.hooks = (_getprofile(), _gettrace())
+        self.saved_builtins = dict(self.builtins)
+        self.saved, self.closed = [], []
+        for label, owner, names in _guarded():
+            entries = vars(owner)
+            if names is _ALL and isinstance(owner, type):
+                self.closed.append((label, owner, frozenset(entries)))
+            for name in names if names is not _ALL else list(entries):
+                value = entries.get(name, _MISSING)
+                if value is _MISSING or not (
+                    callable(value) or isinstance(value, (type, types.ModuleType, staticmethod, classmethod, property))
+                ):
+                    continue
+                self.saved.append((label, owner, name, value))
+
+    def restore(self) -> list[str]:
+        """Put back whatever was replaced; return (and remember) what it was."""
+        # first of all: a profile or trace function set by submission code runs at every call the
+        # harness makes from here on (it could compute after the watch); put back the harness's own
+        if self.hooks is not None:
+            profile, trace = self.hooks
+            if _getprofile() is not profile:
+                _setprofile(profile)
+            if _gettrace() is not trace:
+                _settrace(trace)
+        saved, current = self.saved_builtins, self.builtins
+        changed = [f"builtins.{k}" for k in saved if current.get(k, _MISSING) is not saved[k]]
+        if changed:
+            current.update(saved)
+        for label, owner, name, value in self.saved:
+            if vars(owner).get(name, _MISSING) is not value:
+                changed.append(f"{label}.{name}")
+                setattr(owner, name, value)
+        for label, klass, names in self.closed:
+            for name in [n for n in vars(klass) if n not in names and n not in _CACHED_BY_PYTHON]:
+                changed.append(f"{label}.{name}")
+                delattr(klass, name)
+        changed += settle_modes()
+        for name in changed:
+            self.flag(name)
+        return changed
+
+    def flag(self, what: str) -> None:
+        if what not in self.tampered:
+            self.tampered.append(what)
+
+    def report(self) -> protocol.Failed | None:
+        """The error every later reply carries once the submission has tampered with the harness."""
+        if not self.tampered:
+            return None
+        return protocol.Failed(type="Tampering", message=tamper_message(self.tampered))
+
+
+def tamper_message(names: list[str]) -> str:
+    """What the grader and `pytest handout` both say when a submission replaced what they rely on."""
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return (
+        f"the submission tampered with the grader's environment: {shown}. Replacing Python, PyTorch or Triton "
+        "functions, or switching the profiler, is not allowed in a submission; the problem scores 0"
+    )
+
+
+GUARD = Guard()
+
+
+def arm() -> None:
+    """Install all that watches submission code, before it is imported (the worker and the handout
+    alike): the launch counter and the recording beside the profiler, then the guard's snapshot,
+    which must find them in place as the harness's own."""
+    LaunchCounter.install()
+    Recording.install()
+    GUARD.snapshot()
+
+
+# -- op recording -------------------------------------------------------------------------------
+
+
+class _Profiler:
+    """The C-level profiler entry points, bound at import so a submission cannot swap them."""
+
+    def __init__(self) -> None:
+        self.direct = False
+        try:
+            from torch._C._autograd import _KinetoEvent, _ProfilerResult
+            from torch._C._profiler import _ExperimentalConfig
+            from torch.autograd import (
+                DeviceType,
+                ProfilerActivity,
+                ProfilerConfig,
+                ProfilerState,
+                _disable_profiler,
+                _enable_profiler,
+                _prepare_profiler,
+            )
+
+            try:
+                experimental = _ExperimentalConfig(profile_all_threads=True)
+                self.all_threads = True
+            except TypeError:  # older PyTorch: ops on other threads are not seen (docs/defenses.md)
+                experimental = _ExperimentalConfig()
+                self.all_threads = False
+            self.config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, experimental)
+            self.cpu, self.cuda, self.cuda_device = ProfilerActivity.CPU, ProfilerActivity.CUDA, DeviceType.CUDA
+            self.prepare, self.enable, self.disable = _prepare_profiler, _enable_profiler, _disable_profiler
+            self.events, self.trace_start = _ProfilerResult.events, getattr(_ProfilerResult, "trace_start_ns", None)
+            self.name, self.device_type = _KinetoEvent.name, _KinetoEvent.device_type
+            self.direct = True
+        except (ImportError, AttributeError, TypeError):  # pragma: no cover - a PyTorch without them
+            self.public = torch.profiler.profile
+            self.activities = torch.profiler.ProfilerActivity
+
+
+PROFILER = _Profiler()

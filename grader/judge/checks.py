@@ -1,0 +1,208 @@
+"""Checking what a call returned against the float64 definition.
+
+Used by the orchestrator on the worker's data and by the handout tests in-process, so a student
+sees the same verdict and message locally as in the grade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from grader.problems.base import ProblemKind, describe_tensor
+from grader.spec.model import Case, Problem
+
+SHOW_MISMATCHES = 5
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    message: str = ""
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def compare(name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str | None:
+    """None when `actual` matches `expected` (float64); else a message with errors and indices.
+
+    Compared on `expected`'s device: the timed rounds' samples are checked on the GPU, where their
+    float64 definitions were computed (a CPU comparison cost more than the rest of the check).
+    """
+    exp = expected.detach().to(torch.float64)
+    act = actual.detach().to(exp.device, torch.float64)
+    act_nan, exp_nan = torch.isnan(act), torch.isnan(exp)
+    act_inf, exp_inf = torch.isinf(act), torch.isinf(exp)
+    finite = ~(exp_nan | exp_inf) & ~(act_nan | act_inf)
+    diff = torch.zeros_like(exp)
+    diff[finite] = (act[finite] - exp[finite]).abs()
+    bad = (act_nan != exp_nan) | (act_inf != exp_inf) | (exp_inf & act_inf & (torch.sign(act) != torch.sign(exp)))
+    bad |= finite & (diff > atol + rtol * exp.abs())
+    if not bool(bad.any()):
+        return None
+    rel = diff / exp.abs().clamp_min(1e-12)
+    lines = [
+        f"{name}: {int(bad.sum())} of {exp.numel()} elements differ "
+        f"(max abs error {_fmt(float(diff.max()))}, max rel error "
+        f"{_fmt(float(rel[finite].max()) if finite.any() else 0.0)}, "
+        f"tolerance atol={atol:g} rtol={rtol:g})"
+    ]
+    unexpected_nan = int((act_nan & ~exp_nan).sum())
+    if unexpected_nan:
+        lines.append(f"  {unexpected_nan} NaN where a number was expected (unwritten output elements read as NaN)")
+    for idx in torch.nonzero(bad)[:SHOW_MISMATCHES].tolist():
+        lines.append(f"  at {tuple(idx)}: expected {_fmt(float(exp[tuple(idx)]))}, got {_fmt(float(act[tuple(idx)]))}")
+    return "\n".join(lines)
+
+
+def _names(value: Any) -> str:
+    items = value if isinstance(value, list) else [value]
+    return ", ".join(str(x)[:60] for x in items[:10])
+
+
+def payload_issue(name: str, value: Any, want_shape: list[int], want_dtype: torch.dtype) -> str | None:
+    """Whether the payload itself (not the worker's description of it) is what may be compared.
+
+    The payload comes from an untrusted process through `torch.load(weights_only=True)`: it may
+    be any tensor the loader can build, e.g. a view of one element expanded to a huge shape that
+    would exhaust memory when converted, or a sparse tensor. Checked before any arithmetic.
+    """
+    if type(value) is not torch.Tensor:
+        return f"{name}: the worker sent {type(value).__name__} instead of the output's values"
+    if value.layout != torch.strided or value.is_quantized or value.is_nested:
+        return f"{name}: the worker sent a {value.layout} tensor instead of a dense one"
+    if list(value.shape) != want_shape or value.dtype != want_dtype or value.device.type != "cpu":
+        return (
+            f"{name}: the worker sent values of shape {tuple(value.shape)} {value.dtype} that do not match "
+            f"its own description"
+        )
+    if (
+        not value.is_contiguous()
+        or value.untyped_storage().nbytes() < (value.storage_offset() + value.numel()) * value.element_size()
+    ):
+        return f"{name}: the worker sent a tensor whose memory does not hold its elements"
+    return None
+
+
+def output_contract(
+    kind: ProblemKind, case: Case, device: str, name: str, want_shape: list[int], info: Any, value: Any = None
+) -> str | None:
+    """The first rule of the output contract that `name`'s facts (`output_facts`, from the worker:
+    untrusted data) break, or None; for correctness calls and sampled timed rounds alike."""
+    if not info and value is None:
+        return f"{name}: missing"
+    if not isinstance(info, dict):
+        return f"{name}: the worker's description of it is malformed"
+    if not info.get("exact", False):
+        return f"{name}: returned {str(info.get('type', type(value).__name__))[:200]}, expected exactly torch.Tensor"
+    if info.get("layout", "strided") != "strided":
+        return f"{name}: a {str(info.get('layout'))[:40]} tensor, expected a dense (strided) torch.Tensor"
+    if info.get("aliases"):
+        return f"{name}: shares memory with the input(s) {_names(info['aliases'])}; return a new tensor"
+    if info.get("device") != device:
+        return f"{name}: on device {str(info.get('device'))[:40]}, expected {device}"
+    if info.get("shape") != want_shape:
+        shape = info.get("shape")
+        shown = tuple(shape) if isinstance(shape, list) else shape
+        return f"{name}: shape {str(shown)[:100]}, expected {tuple(want_shape)}"
+    want = str(kind.expected_dtype(name, case)).removeprefix("torch.")
+    if info.get("dtype") != want:
+        return f"{name}: dtype {str(info.get('dtype'))[:40]}, expected {want}"
+    return None
+
+
+def _check_output(
+    kind: ProblemKind,
+    problem: Problem,
+    case: Case,
+    device: str,
+    name: str,
+    expected: torch.Tensor,
+    value: Any,
+    info: Any,
+) -> str | None:
+    """The first rule of the output contract that `name` breaks, or None."""
+    want_shape, want_dtype = list(expected.shape), kind.expected_dtype(name, case)
+    broken = output_contract(kind, case, device, name, want_shape, info, value)
+    if broken:
+        return broken
+    if value is None:
+        return f"{name}: the worker sent no values for it"
+    bad = payload_issue(name, value, want_shape, want_dtype)
+    if bad:
+        return bad
+    tol = problem.tolerance_for(name, case.dtype)
+    return compare(name, value, expected, tol.atol, tol.rtol)
+
+
+def check_call(
+    kind: ProblemKind,
+    problem: Problem,
+    case: Case,
+    device: str,
+    expected: dict[str, torch.Tensor],
+    outputs: dict[str, Any],
+    meta: dict[str, Any],
+    inputs_changed: list[str],
+) -> Verdict:
+    """Every rule of the output contract, in the order a student should fix them.
+
+    `outputs`, `meta` and `inputs_changed` come from the worker, an untrusted process: whatever
+    their shape, the answer is a verdict, never an exception.
+    """
+    problems: list[str] = []
+    outputs = outputs if isinstance(outputs, dict) else {}
+    meta = meta if isinstance(meta, dict) else {}
+    notes = meta.get("_notes")
+    notes = notes if isinstance(notes, dict) else {}
+    if inputs_changed:
+        problems.append(f"the call modified its input(s) {_names(inputs_changed)}; inputs must be left unchanged")
+    for name in kind.output_names:
+        if name in notes:
+            problems.append(f"{name}: {str(notes[name])[:1000]}")
+            continue
+        message = _check_output(kind, problem, case, device, name, expected[name], outputs.get(name), meta.get(name))
+        if message:
+            problems.append(message)
+    return Verdict(not problems, "\n".join(problems))
+
+
+def kernel_check(
+    problem: Problem, case: Case, aten_ops: list[str], triton_launches: int, compiled: Sequence[str] = ()
+) -> str | None:
+    """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
+
+    `aten_ops` are the ops recorded in the watched part of the call (`ProblemKind.call`'s
+    `watch`: the whole call, or only the forward, for a problem whose backward may be PyTorch);
+    `triton_launches` counts the Triton kernels the whole call launched; `compiled` names the
+    events of torch.compile'd code that ran compiled in the watched part, where the watch runs
+    it eagerly: its kernels are inductor's, not the student's, and their ops are unseen.
+    """
+    used = [op for op in aten_ops if op in problem.forbidden_ops]
+    if used:
+        return (
+            f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {problem.title} must be "
+            f"computed by your own Triton kernel"
+        )
+    if compiled:
+        return (
+            f"ran torch.compile'd code compiled in case {case.name} ({compiled[0]}), where the grader runs "
+            f"it eagerly (torch.compiler's stance was changed): {problem.title} must be computed by your "
+            f"own Triton kernel"
+        )
+    if not triton_launches:
+        return f"no Triton kernel was launched in case {case.name}: {problem.title} must be computed by a Triton kernel"
+    return None
+
+
+def case_label(kind: ProblemKind, case: Case, inputs: dict[str, Any] | None = None) -> str:
+    text = f"{case.name} [{kind.describe(case)}]"
+    if inputs:
+        tensors = [f"{k}: {describe_tensor(v)}" for k, v in inputs.items() if isinstance(v, torch.Tensor)]
+        text += " (" + "; ".join(tensors) + ")"
+    return text

@@ -1,0 +1,92 @@
+"""What a person should look at in a result, beyond its score: the flags.
+
+A zero can mean "broken" (a crash, a wrong answer) or "caught" (a failed kernel check, timing
+that could not be trusted). The gradebook, summary.json, Gradescope's output, report.html and
+the leaderboard all show the same flags, computed here from the result record alone, so a TA
+tells one from the other at a glance without opening each student's files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from grader.records.model import ProblemResult, Result
+
+FlagKind = Literal["kernel check failed", "timing flagged", "review", "scan findings"]
+#: flags that keep a result off the public ranking (points are not earned fairly)
+BLOCKING: frozenset[str] = frozenset({"kernel check failed", "timing flagged"})
+MAX_DETAIL = 300
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One thing to look at: its kind, the problem it concerns, and why (for staff eyes)."""
+
+    kind: FlagKind
+    problem: str
+    detail: str
+
+    @property
+    def label(self) -> str:
+        """The short form shown in a gradebook cell: '<problem>: kernel check failed'."""
+        return f"{self.problem}: {self.kind}"
+
+    @property
+    def blocking(self) -> bool:
+        return self.kind in BLOCKING
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
+
+
+def kernel_check_failure(problem: ProblemResult) -> str | None:
+    """The failed kernel check's message, if the problem has one (the orchestrator's test)."""
+    for test in problem.tests:
+        if test.name == f"{problem.name}: kernel check" and test.status != "passed":
+            return test.message or test.status
+    return None
+
+
+def problem_flags(problem: ProblemResult) -> list[Flag]:
+    flags: list[Flag] = []
+    cheat = kernel_check_failure(problem)
+    if cheat is not None:
+        flags.append(Flag("kernel check failed", problem.name, _short(cheat)))
+    perf = problem.performance
+    if perf is not None:
+        shape_flags = [f"{s.name}: {text}" for s in perf.shapes for text in s.flags]
+        if shape_flags or perf.status == "flagged":
+            flags.append(
+                Flag("timing flagged", problem.name, _short("; ".join(shape_flags) or perf.reason or "no reason given"))
+            )
+        if perf.review:
+            flags.append(Flag("review", problem.name, _short(perf.review)))
+    if problem.findings:
+        rules = sorted({f.rule for f in problem.findings})
+        flags.append(
+            Flag("scan findings", problem.name, _short(f"{len(problem.findings)} finding(s): {', '.join(rules)}"))
+        )
+    return flags
+
+
+def result_flags(result: Result) -> list[Flag]:
+    """Every flag of a result, problem by problem (scan findings shared by problems count once)."""
+    flags: list[Flag] = []
+    seen_findings: set[tuple[str, int, str]] = set()
+    for problem in result.problems:
+        for flag in problem_flags(problem):
+            if flag.kind == "scan findings":
+                keys = {(f.file, f.line, f.rule) for f in problem.findings}
+                if keys <= seen_findings:
+                    continue
+                seen_findings |= keys
+            flags.append(flag)
+    return flags
+
+
+def labels(result: Result | None) -> str:
+    """The gradebook's flags cell: labels joined by '; ' (empty when nothing to look at)."""
+    return "; ".join(f.label for f in result_flags(result)) if result is not None else ""

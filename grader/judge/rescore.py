@@ -1,0 +1,99 @@
+"""Re-scoring stored results after the spec's points or thresholds changed: no kernel runs.
+
+A result.json keeps every case's verdict and every benchmark shape's timing, so new points,
+case weights or thresholds can be applied to it exactly as grading would have. Whether that is
+enough is decided by the spec fingerprint (grader/judge/fingerprint.py): the same `grading` hash means
+the verdicts still hold; a different one means the submission must be graded again.
+
+`grader rescore GRADES [--spec FILE]` does this on demand; `grader batch` does it by itself when
+it resumes over results whose spec changed, and says which students it re-scored or regraded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from grader.judge import flags, scoring
+from grader.judge.fingerprint import fingerprint, suite_of
+from grader.records.model import Performance, ProblemResult, Result
+from grader.spec.model import Assignment, Problem
+
+Action = Literal["keep", "rescore", "regrade"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str = ""
+
+
+def decide(result: Result, assignment: Assignment) -> Decision:
+    """What a stored result needs under `assignment`: nothing, a re-score, or a new grading."""
+    if result.status != "graded":
+        return Decision("keep")  # a bad archive stays bad whatever the spec says
+    names = [p.name for p in result.problems]
+    missing = [n for n in names if n not in {p.name for p in assignment.problems}]
+    if missing:
+        return Decision("regrade", f"the spec no longer has problem(s) {', '.join(missing)}")
+    now = fingerprint(assignment, names, suite_of(result.environment.interpreter))
+    then = result.assignment.spec
+    if then is None:  # an older grader's result: nothing to compare (a new version number regrades it)
+        return Decision("keep", "graded before spec fingerprints were recorded")
+    if then.grading != now.grading:
+        return Decision("regrade", "cases, tolerances or rules changed")
+    if then.scoring != now.scoring:
+        return Decision("rescore", "only points, case weights or thresholds changed")
+    return Decision("keep")
+
+
+def _performance(problem: Problem, perf: Performance) -> Performance:
+    if perf.status in ("measured", "flagged") and perf.shapes:
+        from grader.judge import performance  # imports torch and the timing code: only when there are times
+
+        return performance.score(problem, perf.shapes, perf.gpu or "")
+    score = None if perf.score is None else 0.0
+    return perf.model_copy(update={"max_score": problem.points.performance, "score": score})
+
+
+def rescore_problem(stored: ProblemResult, problem: Problem, suite: str) -> ProblemResult:
+    """One problem's verdicts, scored with `problem`'s points, weights and thresholds."""
+    result = stored.model_copy(deep=True)
+    cases = {f"{problem.name}: {c.name}": c for c in problem.suite_cases(suite)}
+    tests = [t for t in result.tests if t.name in cases]
+    scoring.assign_case_points(problem, [cases[t.name] for t in tests], tests, cheat=flags.kernel_check_failure(result))
+    if result.performance is not None:
+        result.performance = _performance(problem, result.performance)
+    result.max_score = problem.max_score
+    return scoring.finish_problem(result, fatal=stored.status == "error")
+
+
+def rescore_result(stored: Result, assignment: Assignment) -> Result:
+    """The whole result under `assignment`'s scoring, with a note that says it was re-scored."""
+    suite = suite_of(stored.environment.interpreter)
+    problems = [rescore_problem(p, assignment.problem(p.name), suite) for p in stored.problems]
+    names = [p.name for p in problems]
+    result = stored.model_copy(deep=True)
+    result.problems = problems
+    result.score = round(sum(p.score for p in problems), 4)
+    result.max_score = sum(p.max_score for p in problems)
+    result.pending_score = round(
+        sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured"), 4
+    )
+    result.assignment.spec = fingerprint(assignment, names, suite)
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    note = (
+        f"re-scored on {when} from the stored case results after the spec's points or thresholds changed (no "
+        f"kernel ran)"
+    )
+    result.warnings = [w for w in result.warnings if not w.startswith("re-scored on ")] + [note]
+    return result
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+# -- resuming a batch ----------------------------------------------------------------------------
+
+

@@ -1,0 +1,396 @@
+"""A static scan of the submission for known cheat patterns.
+
+Findings are evidence for a human reading the report, never a verdict: a student may have a
+good reason to read a file. The verdicts come from running the code (fresh inputs, profiling,
+the worker's tamper guard). The scan matters most for what running cannot settle: code that
+reaches into the grader's harness through frames or the garbage collector, or that hides a
+PyTorch op from the profiler, leaves these traces in its source.
+
+The scan itself must survive any file: it reads only regular files (never through a symbolic
+link, never a FIFO), at most MAX_FILE_BYTES of each, and walks syntax trees without recursion,
+so neither a huge nor a deeply nested file can stop a grade.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import stat
+from pathlib import Path
+
+from grader.records.model import Finding
+
+MAX_FILE_BYTES = 2 << 20
+MAX_FILES = 500
+MAX_FINDINGS = 200
+SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints"}
+NATIVE_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
+ELF_MAGIC = b"\x7fELF"
+
+CALLS = {
+    "sys._getframe": ("frame-walk", "reads interpreter frames (could reach the grader's harness)"),
+    "sys._current_frames": ("frame-walk", "reads the frames of every thread"),
+    "inspect.currentframe": ("frame-walk", "reads interpreter frames"),
+    "inspect.stack": ("frame-walk", "reads interpreter frames"),
+    "inspect.getouterframes": ("frame-walk", "reads interpreter frames"),
+    "traceback.walk_stack": ("frame-walk", "reads interpreter frames"),
+    "traceback.extract_stack": ("frame-walk", "reads interpreter frames"),
+    "gc.get_objects": ("gc-walk", "walks the garbage collector's objects"),
+    "gc.get_referrers": ("gc-walk", "walks the garbage collector's objects"),
+    "gc.get_referents": ("gc-walk", "walks the garbage collector's objects"),
+    "sys.settrace": ("tracing", "installs a trace function (sees every frame of the grader)"),
+    "sys.setprofile": ("tracing", "installs a profile function (sees every frame of the grader)"),
+    "threading.settrace": ("tracing", "installs a trace function"),
+    "os.getenv": ("env-probe", "reads environment variables"),
+    "os.system": ("process", "starts a shell command"),
+    "os.popen": ("process", "starts a shell command"),
+    "os.fork": ("process", "forks the process"),
+    "os.forkpty": ("process", "forks the process"),
+    "os.setsid": ("process", "leaves its process group (survive the grader's kill?)"),
+    "os.setpgrp": ("process", "leaves its process group (survive the grader's kill?)"),
+    "os.kill": ("process", "sends signals to processes"),
+    "os.killpg": ("process", "sends signals to processes"),
+    "os.posix_spawn": ("process", "starts a process"),
+    "os._exit": ("exit", "ends the process abruptly"),
+    "sys.exit": ("exit", "ends the process"),
+    "exit": ("exit", "ends the process"),
+    "quit": ("exit", "ends the process"),
+    "signal.signal": ("signals", "installs a signal handler"),
+    "open": ("file-access", "opens a file"),
+    "io.open": ("file-access", "opens a file"),
+    "os.open": ("file-access", "opens a file"),
+    "os.listdir": ("file-access", "lists a folder"),
+    "os.scandir": ("file-access", "lists a folder"),
+    "os.walk": ("file-access", "walks folders"),
+    "glob.glob": ("file-access", "lists files"),
+    "os.remove": ("file-access", "deletes a file"),
+    "os.unlink": ("file-access", "deletes a file"),
+    "os.rename": ("file-access", "moves a file"),
+    "os.replace": ("file-access", "replaces a file"),
+    "os.symlink": ("file-access", "makes a symbolic link"),
+    "shutil.copy": ("file-access", "copies a file"),
+    "shutil.rmtree": ("file-access", "deletes a folder"),
+    "setattr": ("monkeypatch", "sets attributes dynamically (could patch torch, triton or timers)"),
+    "delattr": ("monkeypatch", "deletes attributes dynamically"),
+    "__import__": ("dynamic-import", "imports a module by name at run time"),
+    "importlib.import_module": ("dynamic-import", "imports a module by name at run time"),
+    "exec": ("dynamic-code", "runs code from a string (hides what it does from this scan)"),
+    "eval": ("dynamic-code", "evaluates code from a string (hides what it does from this scan)"),
+    "compile": ("dynamic-code", "compiles code from a string"),
+    "torch.cuda.Stream": ("side-stream", "makes a CUDA stream (work left running after the call returns?)"),
+    "torch.cuda.stream": ("side-stream", "switches CUDA streams"),
+    "torch.cuda.set_stream": ("side-stream", "switches CUDA streams"),
+    "torch.cuda.set_per_process_memory_fraction": ("gpu-memory", "changes its GPU memory limit"),
+}
+# attribute names whose mere use is worth a human's look
+ATTRIBUTES = {
+    "f_back": ("frame-walk", "uses the frame attribute f_back"),
+    "f_locals": ("frame-walk", "uses the frame attribute f_locals"),
+    "f_globals": ("frame-walk", "uses the frame attribute f_globals"),
+    "tb_frame": ("frame-walk", "uses the frame attribute tb_frame"),
+    "gi_frame": ("frame-walk", "uses the frame attribute gi_frame"),
+    "__globals__": ("harness-access", "uses a function's __globals__ (could reach the grader's module)"),
+    "__closure__": ("harness-access", "uses a function's __closure__"),
+    "__code__": ("harness-access", "uses or replaces a function's __code__"),
+    "__builtins__": ("monkeypatch", "uses __builtins__"),
+}
+MODULES = {
+    "subprocess": ("process", "imports subprocess"),
+    "multiprocessing": ("process", "imports multiprocessing"),
+    "concurrent": ("process", "imports concurrent.futures (work in other threads or processes)"),
+    "ctypes": ("native-code", "imports ctypes (raw memory access)"),
+    "cffi": ("native-code", "imports cffi (raw memory access)"),
+    "mmap": ("native-code", "imports mmap"),
+    "socket": ("network", "imports socket"),
+    "urllib": ("network", "imports urllib"),
+    "http": ("network", "imports http"),
+    "requests": ("network", "imports requests"),
+    "grader": ("grader-import", "imports the grader's own modules"),
+    "reference": ("reference-import", "imports the staff reference"),
+    "threading": ("threads", "imports threading (work hidden in another thread, or left running?)"),
+    "_thread": ("threads", "imports _thread"),
+    "builtins": ("monkeypatch", "imports builtins (could replace what the grader's harness calls)"),
+    "gc": ("gc-walk", "imports gc"),
+    "inspect": ("frame-walk", "imports inspect"),
+    "numpy": ("numpy", "imports numpy (a computation outside Triton and the profiler?)"),
+}
+PATCHED_ROOTS = {
+    "torch",
+    "triton",
+    "time",
+    "sys",
+    "os",
+    "builtins",
+    "__builtins__",
+    "grader",
+    "numpy",
+    "np",
+    "gc",
+    "json",
+    "io",
+    "pickle",
+    "tl",
+}
+PROFILER_WORDS = (
+    "profiler",
+    "_toggle_collection_dynamic",
+    "_enable_profiler",
+    "_disable_profiler",
+    "_prepare_profiler",
+)
+STRINGS = {
+    "/proc": "mentions /proc",
+    "reference/": "mentions the reference folder",
+    "reference.": "mentions the reference module",
+    "GRADER_": "mentions grader settings",
+    "hidden_cases": "mentions hidden cases",
+    "result.json": "mentions the result file",
+    "results.json": "mentions the Gradescope result file",
+    "secret": "mentions a secret",
+    "/etc/": "mentions /etc",
+}
+
+
+# making namespaces or mounts: a way to change what the grader reads (issue 17); refused by the
+# worker's seccomp filter, reported so that a human sees the attempt
+NAMESPACE_CALLS = {"unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroot"}
+NAMESPACE_TOOLS = {
+    "unshare",
+    "nsenter",
+    "mount",
+    "umount",
+    "pivot_root",
+    "chroot",
+    "bwrap",
+    "/usr/bin/unshare",
+    "/bin/mount",
+}
+
+
+def _first_items(node: ast.Call) -> list[ast.AST]:
+    """The first argument of a call, and the first item of it when it is a list (subprocess argv)."""
+    if not node.args:
+        return []
+    first = node.args[0]
+    return [first, *first.elts[:1]] if isinstance(first, (ast.List, ast.Tuple)) else [first]
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+#: environment variables a kernel file reads for honest reasons (the tutorials pick block sizes by
+#: TRITON_INTERPRET): a read of one of these by its literal name is not an env-probe finding
+HARMLESS_ENV = frozenset({"TRITON_INTERPRET"})
+
+
+def _harmless_env_read(node: ast.AST) -> ast.AST | None:
+    """The `os.environ` node of `os.environ.get("K")`, `os.environ["K"]` or `"K" in os.environ` (or the
+    call `os.getenv("K")`) for a harmless K; None for anything else."""
+    key: ast.AST | None = None
+    environ: ast.AST | None = None
+    if isinstance(node, ast.Call) and node.args:
+        name = _dotted(node.func)
+        if name == "os.getenv":
+            key, environ = node.args[0], node
+        elif name == "os.environ.get" and isinstance(node.func, ast.Attribute):
+            key, environ = node.args[0], node.func.value
+    elif isinstance(node, ast.Subscript) and _dotted(node.value) == "os.environ":
+        key, environ = node.slice, node.value
+    elif isinstance(node, ast.Compare) and len(node.comparators) == 1 and _dotted(node.comparators[0]) == "os.environ":
+        key, environ = node.left, node.comparators[0]
+    if isinstance(key, ast.Constant) and key.value in HARMLESS_ENV:
+        return environ
+    return None
+
+
+class _Scanner:
+    """Applies every rule to every node of one file's tree, iteratively (ast.walk: no recursion)."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.findings: list[Finding] = []
+        self.seen: set[tuple[int, str, str]] = set()
+        #: nodes a harmless read has accounted for (ast.walk meets a parent before its children)
+        self.harmless: set[int] = set()
+
+    def add(self, node: ast.AST, rule: str, message: str) -> None:
+        line = getattr(node, "lineno", 0)
+        if (line, rule, message) not in self.seen:
+            self.seen.add((line, rule, message))
+            self.findings.append(Finding(file=self.file, line=line, rule=rule, message=message))
+
+    def scan(self, tree: ast.AST) -> list[Finding]:
+        for node in ast.walk(tree):
+            harmless = _harmless_env_read(node)
+            if harmless is not None:
+                self.harmless.add(id(harmless))
+            if id(node) in self.harmless:
+                continue
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    self._module(node, alias.name)
+            elif isinstance(node, ast.ImportFrom):
+                self._module(node, node.module or "")
+                for alias in node.names:
+                    self._profiler_word(node, alias.name)
+            elif isinstance(node, ast.Call):
+                self._call(node)
+            elif isinstance(node, ast.Attribute):
+                self._attribute(node)
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for target in targets:
+                    self._target(target)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for needle, message in STRINGS.items():
+                    if needle in node.value:
+                        self.add(node, "suspicious-string", message)
+        return self.findings
+
+    def _module(self, node: ast.AST, name: str) -> None:
+        root = name.split(".")[0]
+        if root in MODULES:
+            self.add(node, *MODULES[root])
+        self._profiler_word(node, name)
+
+    def _profiler_word(self, node: ast.AST, name: str) -> None:
+        if any(word in name for word in PROFILER_WORDS):
+            self.add(node, "profiler-access", f"uses the profiler ({name}): could switch it off or detect it")
+
+    def _call(self, node: ast.Call) -> None:
+        name = _dotted(node.func)
+        if name in CALLS:
+            self.add(node, *CALLS[name])
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if called in NAMESPACE_CALLS:
+            self.add(node, "namespace", f"calls {called}() (namespaces and mounts are refused in the worker: issue 17)")
+        elif any(isinstance(a, ast.Constant) and a.value in NAMESPACE_TOOLS for a in _first_items(node)):
+            self.add(node, "namespace", "runs a namespace or mount tool (refused in the worker: issue 17)")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in (
+            "read_text",
+            "read_bytes",
+            "write_text",
+            "write_bytes",
+            "open",
+            "unlink",
+            "rename",
+            "replace",
+            "symlink_to",
+        ):
+            if name not in CALLS:
+                self.add(node, "file-access", f"calls .{node.func.attr}() (a file read or write through pathlib?)")
+        # getattr(module, "name") hides an attribute from this scan
+        if name in ("getattr", "setattr", "delattr") and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Name) and first.id in PATCHED_ROOTS | {"inspect", "gc"}:
+                self.add(node, "dynamic-attribute", f"{name}() on {first.id} (an attribute looked up by name)")
+
+    def _attribute(self, node: ast.Attribute) -> None:
+        name = _dotted(node) or ""
+        if node.attr in ("environ", "environb") and name.startswith("os."):
+            self.add(node, "env-probe", f"reads {name}")
+        elif node.attr == "modules" and name == "sys.modules":
+            self.add(node, "harness-access", "uses sys.modules (could reach the grader's loaded modules)")
+        elif node.attr in ATTRIBUTES:
+            self.add(node, *ATTRIBUTES[node.attr])
+        self._profiler_word(node, node.attr)
+
+    def _target(self, target: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._target(element)
+            return
+        if isinstance(target, ast.Subscript):
+            base = _dotted(target.value) or ""
+            if base in ("sys.modules", "__builtins__", "builtins.__dict__"):
+                self.add(target, "monkeypatch", f"assigns into {base}")
+            return
+        name = _dotted(target) if isinstance(target, ast.Attribute) else None
+        if name and name.split(".")[0] in PATCHED_ROOTS:
+            self.add(target, "monkeypatch", f"assigns to {name} (patching a library, the grader or a timer)")
+
+
+def _read_source(path: Path) -> bytes | str:
+    """The file's bytes, or why they were not read: only regular files, never through a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"not read: {exc.strerror}"
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        if st.st_size > MAX_FILE_BYTES:
+            return f"{st.st_size} bytes: too large to scan"
+        return f.read(MAX_FILE_BYTES)
+
+
+def _files(root: Path) -> tuple[list[Path], list[Finding]]:
+    files: list[Path] = []
+    notes: list[Finding] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                notes.append(
+                    Finding(
+                        file=rel,
+                        line=0,
+                        rule="symlink",
+                        message=f"a symbolic link to {os.readlink(path)[:200]} (not copied for grading)",
+                    )
+                )
+            elif name.endswith(NATIVE_SUFFIXES):
+                notes.append(
+                    Finding(
+                        file=rel,
+                        line=0,
+                        rule="native-code",
+                        message="a compiled library: native code the grader cannot inspect",
+                    )
+                )
+            elif name.endswith(".py"):
+                files.append(path)
+            if len(files) >= MAX_FILES:
+                return files, notes
+    return files, notes
+
+
+def scan_submission(path: Path) -> list[Finding]:
+    """Findings for every Python file under `path` (plus links and native libraries), in order."""
+    files, findings = _files(path)
+    for file in files:
+        rel = str(file.relative_to(path))
+        source = _read_source(file)
+        if isinstance(source, str):
+            findings.append(Finding(file=rel, line=0, rule="unreadable", message=source))
+            continue
+        if source.startswith(ELF_MAGIC):
+            findings.append(Finding(file=rel, line=0, rule="native-code", message="a compiled binary named .py"))
+            continue
+        try:
+            tree = ast.parse(source, filename=rel)
+        except SyntaxError as exc:
+            findings.append(
+                Finding(file=rel, line=exc.lineno or 0, rule="syntax-error", message=f"does not parse: {exc.msg}")
+            )
+            continue
+        except (ValueError, RecursionError, MemoryError) as exc:
+            findings.append(
+                Finding(file=rel, line=0, rule="unreadable", message=f"could not be parsed: {type(exc).__name__}")
+            )
+            continue
+        findings.extend(_Scanner(rel).scan(tree))
+        if len(findings) >= MAX_FINDINGS:
+            break
+    return findings[:MAX_FINDINGS]

@@ -1,0 +1,74 @@
+"""Points: correctness per case weight, performance from the speed ratio, problem status."""
+
+from __future__ import annotations
+
+import math
+
+from grader.records.model import ProblemResult, TestResult
+from grader.spec.model import Case, Problem, Thresholds
+
+SHARE_UNIT = 1e-4  # case shares are kept to four decimals
+
+
+def case_shares(points: float, weights: list[float]) -> list[float]:
+    """`points` split by weight into shares of four decimals that add up to `points` exactly.
+
+    Rounding each share on its own let one problem's eleven cases add up to 20.0002 of 20; the units
+    left over after rounding down go to the largest remainders (ties: the earlier case).
+    """
+    total = sum(weights)
+    if not total:
+        return [0.0] * len(weights)
+    units = round(points / SHARE_UNIT)
+    raw = [units * w / total for w in weights]
+    shares = [math.floor(r) for r in raw]
+    for i in sorted(range(len(raw)), key=lambda i: (shares[i] - raw[i], i))[: units - sum(shares)]:
+        shares[i] += 1
+    return [round(u * SHARE_UNIT, 4) for u in shares]
+
+
+def assign_case_points(problem: Problem, cases: list[Case], tests: list[TestResult], cheat: str | None) -> None:
+    """Split the problem's correctness points over its cases by weight; a cheat earns nothing."""
+    shares = case_shares(problem.points.correctness, [c.weight for c in cases])
+    for share, test in zip(shares, tests):
+        test.max_score = share
+        if cheat and test.status == "passed":
+            test.status, test.message = "failed", f"right values, but the kernel check failed: {cheat}"
+        test.score = test.max_score if test.status == "passed" else 0.0
+
+
+def performance_fraction(thresholds: Thresholds, ratio: float) -> float:
+    """Fraction of the performance points for a speed ratio t_reference / t_student."""
+    if thresholds.tiers:
+        reached = [t.fraction for t in thresholds.tiers if ratio >= t.ratio]
+        return max(reached, default=0.0)
+    if ratio >= thresholds.full_at:
+        return 1.0
+    if ratio <= thresholds.zero_at:
+        return 0.0
+    return (ratio - thresholds.zero_at) / (thresholds.full_at - thresholds.zero_at)
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def finish_problem(result: ProblemResult, fatal: bool) -> ProblemResult:
+    """Total the problem's score and set its status from its tests."""
+    correctness = sum(t.score for t in result.tests)
+    performance = result.performance.score if result.performance and result.performance.score is not None else 0.0
+    result.score = round(correctness + performance, 4)
+    graded = [t for t in result.tests if t.max_score > 0 or t.status != "skipped"]
+    passed = [t for t in graded if t.status == "passed"]
+    failed_check = any(t.name.endswith("kernel check") for t in result.tests)
+    if fatal or (graded and all(t.status == "error" for t in graded)):
+        result.status = "error"
+    elif not graded:
+        result.status = "skipped"
+    elif failed_check or not passed:
+        result.status = "failed"
+    elif len(passed) == len(graded):
+        result.status = "passed"
+    else:
+        result.status = "partial"
+    return result

@@ -1,0 +1,120 @@
+"""The trusted side of grading: the pipeline of DESIGN.md, one submission at a time.
+
+load spec -> check the submission -> correctness per problem (in workers) -> performance ->
+score -> the Result record. This module never imports the submission: it makes inputs and
+expected outputs, sends inputs to a worker, and judges the data that comes back.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from grader.judge import reference_cache, scan
+from grader.judge.fingerprint import fingerprint, suite_of
+from grader.orchestrator import trace
+from grader.orchestrator.options import (
+    DEFAULT_SECRET,
+    GradeOptions,
+    environment,
+    resolve_device,
+    submission_files,
+    submission_hash,
+)
+from grader.orchestrator.problem_run import ProblemRun
+from grader.records.model import (
+    AssignmentRef,
+    Result,
+    SubmissionRef,
+    TestResult,
+)
+from grader.sandbox.config import SandboxConfig
+from grader.spec import versions
+from grader.spec.model import Assignment
+
+
+def _check_all(runs: list[ProblemRun], parallel: int) -> list[list[TestResult]]:
+    """Every problem's correctness half; `parallel` at once, each problem in its own worker.
+
+    On a GPU the correctness half is mostly compiling (Triton, autotuning) on the CPU, and the
+    problems' workers are independent, so they overlap; timing (finish) stays one at a time.
+    """
+    if parallel <= 1 or len(runs) <= 1:
+        return [_checked(run) for run in runs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="grader-check") as pool:
+        return list(pool.map(_checked, runs))
+
+
+def _checked(run: ProblemRun) -> list[TestResult]:
+    with trace.span(run.problem.name, "correctness"):
+        return run.check()
+
+
+def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Result:
+    """Grade one submission folder; never raises for anything the submission does."""
+    started = time.monotonic()
+    submission = submission.resolve()
+    device = resolve_device(options.device)
+    if device == "cuda" and options.time_performance:
+        reference_cache.activate(assignment.assignment.version)  # compiled and tuned once per machine
+    config = SandboxConfig(
+        device=device,
+        hide=options.hide,
+        worker_user=options.worker_user,
+        extra_env=versions.worker_env(assignment.environment),
+    )
+    warnings: list[str] = []
+    if options.secret == DEFAULT_SECRET and assignment.has_hidden_cases:
+        warnings.append("graded with the default secret: inputs are predictable; set GRADER_SECRET for real grading")
+    findings = scan.scan_submission(submission)
+    problems = []
+    isolation = ""
+    modules = {p.module for p in assignment.problems}
+    sha = submission_hash(submission)
+    runs = [
+        ProblemRun(assignment, p, submission, device, options, config, sha)
+        for p in assignment.problems
+        if not options.problems or p.name in options.problems
+    ]
+    with trace.span("all problems", "correctness"):
+        checked = _check_all(runs, options.parallel or (len(runs) if device == "cuda" else 1))
+    for run, tests in zip(runs, checked):
+        for other in runs:  # nothing else of this submission runs while one problem is timed
+            if other is not run:
+                other.pause()
+        result = run.finish(tests)
+        # a finding in a helper file (not one of the four modules) could serve any problem
+        result.findings = [
+            f
+            for f in findings
+            if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules
+        ]
+        isolation = run.isolation or isolation
+        problems.append(result)
+    total = sum(p.score for p in problems)
+    pending = sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured")
+    graded = [p.name for p in problems]
+    return Result(
+        assignment=AssignmentRef(
+            name=assignment.assignment.name,
+            version=assignment.assignment.version,
+            spec=fingerprint(assignment, graded, suite_of(device == "cpu")),
+        ),
+        submission=SubmissionRef(
+            path=str(submission),
+            sha256=sha,
+            student=options.student,
+            files=[str(p.relative_to(submission)) for p in submission_files(submission)][:200],
+        ),
+        environment=environment(device, isolation),
+        score=round(total, 4),
+        max_score=assignment.max_score if not options.problems else sum(p.max_score for p in problems),
+        pending_score=round(pending, 4),
+        duration_s=round(time.monotonic() - started, 3),
+        graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        warnings=warnings,
+        problems=problems,
+    )

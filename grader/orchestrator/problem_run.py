@@ -1,0 +1,336 @@
+"""One problem of one submission: its workers, its correctness cases, then its timing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grader import kernel_cache, protocol
+from grader.judge import performance, scoring
+from grader.judge.checks import case_label, check_call, kernel_check
+from grader.orchestrator import trace
+from grader.orchestrator.options import GradeOptions
+from grader.problems import REGISTRY
+from grader.problems.base import case_seed, generator
+from grader.records.model import (
+    Performance,
+    ProblemResult,
+    TestResult,
+)
+from grader.sandbox.config import SandboxConfig
+from grader.sandbox.process import WorkerDied, WorkerProcess, WorkerTimeout
+from grader.spec.model import Assignment, Case, Problem
+
+MAX_RESTARTS = 2
+
+
+def _to(inputs: dict[str, Any], device: str) -> dict[str, Any]:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+class _TimingFailed(Exception):
+    pass
+
+
+class ProblemRun:
+    """Grades one problem: runs its cases in a worker, restarting it after a crash."""
+
+    def __init__(
+        self,
+        assignment: Assignment,
+        problem: Problem,
+        submission: Path,
+        device: str,
+        options: GradeOptions,
+        config: SandboxConfig,
+        sha256: str = "",
+    ) -> None:
+        self.problem = problem
+        self.kernel_slot = (
+            kernel_cache.slot(options.kernel_cache, sha256, problem.name) if options.kernel_cache and sha256 else None
+        )
+        self.kind = REGISTRY[problem.name]
+        self.submission, self.device, self.options, self.config = submission, device, options, config
+        self.limit = options.timeout or problem.time_limit_s
+        self.deadline = 0.0
+        self.worker: WorkerProcess | None = None
+        self.restarts = 0
+        self.output: list[str] = []
+        self.cheat: str | None = None
+        self.fatal: str | None = None
+        self.isolation = ""
+        self.started = 0.0
+        self.checked_at = 0.0
+        self.cases: list[Case] = []
+
+    # -- worker lifecycle ------------------------------------------------------------------------
+
+    def _start_worker(self) -> None:
+        worker = WorkerProcess(
+            self.config,
+            self.submission,
+            self.problem.name,
+            self.problem.module,
+            self.problem.function,
+            kernel_seed=self.kernel_slot,
+        )
+        self.isolation = worker.isolation
+        self.worker = worker
+        greeting = worker.wait_ready(self.deadline)
+        if isinstance(greeting, protocol.ImportFailed):
+            self._stop_worker()
+            self.fatal = f"could not load {self.problem.module}.{self.problem.function}: {greeting.message}"
+            tb = greeting.traceback
+            if tb and tb.strip() not in self.fatal:
+                self.fatal += f"\n{tb}"
+
+    def _stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            text = self.worker.output()
+            if text:
+                self.output.append(text)
+            self.worker = None
+
+    # -- one call ---------------------------------------------------------------------------------
+
+    def _call(self, case: Case, repeat: int) -> tuple[bool, str]:
+        """(passed, message) for one call with fresh inputs."""
+        seed = case_seed(self.options.secret, self.problem.name, case, repeat)
+        label = (self.problem.name, case.name, repeat)
+        with trace.span(*label, "inputs"):
+            inputs = self.kind.make_inputs(case, generator(seed))
+        with trace.span(*label, "expected"):
+            try:
+                expected = self.kind.expected(_to(inputs, self.device), case)
+            except torch.OutOfMemoryError:
+                # a worker may be holding the GPU's memory: the float64 definition also runs on the CPU
+                torch.cuda.empty_cache()
+                expected = self.kind.expected(inputs, case)
+        max_blob = sum(t.numel() * 8 for t in expected.values()) + (1 << 20)
+        if self.worker is None:
+            with trace.span(self.problem.name, "worker start"):
+                self._start_worker()
+            if self.fatal:
+                return False, self.fatal
+        assert self.worker is not None
+        request = protocol.CallRequest(case=case.model_dump(), profile=True)
+        with trace.span(*label, "worker round trip"):
+            reply, blob = self.worker.call(request, protocol.pack_tensors(inputs), self.deadline, max_blob)
+        if isinstance(reply, protocol.Failed):
+            if reply.fatal:
+                self._stop_worker()
+            return False, f"{reply.message}\n{reply.traceback}".strip()
+        assert isinstance(reply, protocol.Called)  # the only other reply a call may get
+        trace.note(reply.call_s, *label, "in the worker: the call, profiled")
+        payload = protocol.unpack_tensors(blob)
+        if not isinstance(payload, dict):
+            raise protocol.ProtocolError("the reply's payload is not a mapping of outputs")
+        self._check_kernel_use(reply.profile, reply.triton_launches, case)
+        with trace.span(*label, "check"):
+            verdict = check_call(
+                self.kind, self.problem, case, self.device, expected, payload, reply.meta, reply.inputs_changed
+            )
+        return verdict.passed, verdict.message
+
+    def _check_kernel_use(self, profile: protocol.Profile | None, triton_launches: int, case: Case) -> None:
+        if self.cheat:
+            return
+        self.cheat = kernel_check(
+            self.problem,
+            case,
+            list(profile.aten_ops) if profile else [],
+            triton_launches,
+            list(profile.compiled_regions) if profile else [],
+        )
+
+    # -- the problem ------------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Stop this problem's worker (if any) while something else is timed on the GPU."""
+        if self.worker is not None:
+            self.worker.pause()
+
+    def check(self) -> list[TestResult]:
+        """The correctness half: every case of the problem's suite, in this problem's worker."""
+        self.started = time.monotonic()
+        self.deadline = self.started + self.limit
+        self.cases = cases = self.problem.suite_cases("gpu" if self.device == "cuda" else "cpu")
+        tests: list[TestResult] = []
+        stop_reason: str | None = None
+        for case in cases:
+            test_start = time.monotonic()
+            label = case_label(self.kind, case)
+            status, message = "passed", ""
+            if stop_reason:
+                status, message = "error", f"not run: {stop_reason}"
+            else:
+                for repeat in range(case.repeats):
+                    try:
+                        passed, text = self._call(case, repeat)
+                    except WorkerTimeout:
+                        stop_reason = f"the problem's time limit of {self.limit:g} s ran out (during case {case.name})"
+                        status, message = "error", stop_reason
+                        self._stop_worker()
+                        break
+                    except WorkerDied as died:
+                        self.restarts += 1
+                        self._stop_worker()
+                        status, message = "error", f"{died.reason} during case {case.name}"
+                        if self.restarts > MAX_RESTARTS:
+                            stop_reason = f"the worker crashed {self.restarts} times"
+                        break
+                    except protocol.ProtocolError as exc:
+                        self.restarts += 1
+                        self._stop_worker()
+                        status, message = "error", f"the worker sent malformed data: {exc}"
+                        if self.restarts > MAX_RESTARTS:
+                            stop_reason = f"the worker broke the protocol or crashed {self.restarts} times"
+                        break
+                    if self.fatal:
+                        stop_reason = "the submission could not be loaded"
+                        status, message = "error", self.fatal
+                        break
+                    if not passed:
+                        status, message = "failed", f"call {repeat + 1} of {case.repeats}: {text}"
+                        break
+            tests.append(
+                TestResult(
+                    name=f"{self.problem.name}: {case.name}",
+                    status=status,  # type: ignore[arg-type]
+                    score=0.0,
+                    max_score=0.0,
+                    message=message,
+                    visibility=case.visibility,
+                    case=label,
+                    duration_s=round(time.monotonic() - test_start, 3),
+                )
+            )
+            if self.options.progress:
+                self.options.progress(f"{self.problem.name}: {case.name} {status}")
+        self.checked_at = time.monotonic()
+        return tests
+
+    def finish(self, tests: list[TestResult]) -> ProblemResult:
+        """The performance half and the problem's result; the worker is stopped at the end."""
+        # time spent waiting for other problems' timing does not count against this problem's limit
+        waited = time.monotonic() - self.checked_at
+        self.deadline += waited
+        perf = self._performance(tests)
+        if self.kernel_slot is not None and self.worker is not None:
+            saving = time.monotonic()
+            kept = self.worker.save_kernel_cache(self.kernel_slot)
+            if kept is not None:
+                cut = ", truncated at the cap" if kept.truncated else ""
+                trace.note(
+                    time.monotonic() - saving,
+                    self.problem.name,
+                    f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{cut}",
+                )
+        self._stop_worker()
+        return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
+
+    # -- performance ------------------------------------------------------------------------------
+
+    def _performance(self, tests: list[TestResult]) -> Performance:
+        points = self.problem.points.performance
+        if self.device != "cuda":
+            return Performance(
+                status="not_measured", reason="no GPU: performance is measured only on a CUDA GPU", max_score=points
+            )
+        if not self.options.time_performance:
+            return Performance(status="not_measured", reason="timing was switched off for this run", max_score=points)
+        if self.cheat or self.fatal or not tests or any(t.status != "passed" for t in tests):
+            return Performance(
+                status="skipped", reason="timed only once every correctness test passes", score=0.0, max_score=points
+            )
+        if not self.problem.benchmarks:
+            return Performance(status="not_measured", reason="the spec lists no benchmark shapes", max_score=points)
+        gpu = torch.cuda.get_device_name()
+        if not (self.options.reference_dir / f"{self.problem.module}.py").is_file():
+            reason = (
+                "the staff reference is not available here (a student copy): time your kernels with pytest "
+                "handout --benchmark-only"
+            )
+            return Performance(status="not_measured", reason=reason, max_score=points, gpu=gpu)
+        try:
+            side = performance.ReferenceSide(
+                self.kind, self.problem, performance.load_reference(self.problem, self.options.reference_dir)
+            )
+            shapes = []
+            for case in self.problem.benchmarks:
+                seeds = performance.ShapeSeeds.draw(self.options.secret, self.problem.name, case)
+                with trace.span(self.problem.name, case.name, "timing, all of it"):
+                    shapes.append(
+                        performance.measure_shape(self._timing_call, side, case, seeds, gpu, quiet=self.pause)
+                    )
+                if self.options.progress:
+                    self.options.progress(f"{self.problem.name}: timed {case.name}")
+                torch.cuda.empty_cache()
+        except _TimingFailed as failed:
+            return Performance(
+                status="skipped", reason=f"timing failed: {failed}", score=0.0, max_score=points, gpu=gpu
+            )
+        return performance.score(self.problem, shapes, gpu)
+
+    def _timing_call(
+        self, request: protocol.TimeRequest | protocol.LoopRequest
+    ) -> tuple[protocol.Timed | protocol.Looped, Any]:
+        """One timing request; the reply and its sampled outputs (for `performance.verify_rounds`)."""
+        try:
+            if self.worker is None:
+                self._start_worker()
+                if self.fatal or self.worker is None:
+                    raise _TimingFailed(self.fatal or "the worker did not start")
+            reply, blob = self.worker.call(request, b"", self.deadline, performance.MAX_TIMING_BLOB)
+            payload = protocol.unpack_tensors(blob) if blob else {}
+        except WorkerTimeout:
+            self._stop_worker()
+            raise _TimingFailed(f"the problem's time limit of {self.limit:g} s ran out while timing") from None
+        except (WorkerDied, protocol.ProtocolError) as exc:
+            self._stop_worker()
+            raise _TimingFailed(str(exc)) from None
+        if isinstance(reply, protocol.Failed):
+            if reply.fatal:
+                self._stop_worker()
+            raise _TimingFailed(reply.message)
+        assert isinstance(reply, (protocol.Timed, protocol.Looped))  # the only other replies a timing request may get
+        if not reply.triton_launches:
+            raise _TimingFailed("no Triton kernel was launched in the timed calls")
+        if isinstance(reply, protocol.Timed) and reply.profile is not None:
+            self._check_kernel_use(
+                reply.profile, reply.triton_launches, self.kind.case_model.model_validate(request.case)
+            )
+            if self.cheat:
+                raise _TimingFailed(self.cheat)
+        return reply, payload
+
+    def _result(
+        self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float
+    ) -> ProblemResult:
+        scoring.assign_case_points(self.problem, cases, tests, cheat=self.cheat)
+        if self.cheat:
+            tests.append(
+                TestResult(
+                    name=f"{self.problem.name}: kernel check", status="failed", score=0, max_score=0, message=self.cheat
+                )
+            )
+        result = ProblemResult(
+            name=self.problem.name,
+            title=self.problem.title,
+            writeup_section=self.problem.writeup_section,
+            score=0.0,
+            max_score=self.problem.max_score,
+            status="skipped",
+            message=self.cheat or (self.fatal or ""),
+            tests=tests,
+            performance=performance,
+            output="\n".join(self.output)[-20000:],
+            duration_s=round(duration, 3),
+        )
+        if not cases:
+            result.message = f"no {'GPU' if self.device == 'cuda' else 'CPU'} cases: not yet part of the assignment"
+        return scoring.finish_problem(result, fatal=self.fatal is not None)

@@ -1,0 +1,151 @@
+"""The versioned result record (result.json) and its parts, as pydantic models.
+
+Everything downstream (the HTML report, Gradescope's results.json, the gradebook, the
+leaderboard) is rendered from this record alone, so it carries every number a reader may want.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from grader.records.text import safe_value
+
+SCHEMA_VERSION = 1
+
+TestStatus = Literal["passed", "failed", "error", "skipped"]
+ProblemStatus = Literal["passed", "partial", "failed", "error", "skipped"]
+
+
+class Record(BaseModel):
+    # validate_assignment: a field set after construction (the batch sets submission.path) is
+    # made safe as well
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        """Text from a submission may hold lone surrogates, which cannot be written: escape them."""
+        return safe_value(value)
+
+
+class TestResult(Record):
+    __test__ = False  # not a pytest test class, despite the name
+
+    name: str
+    status: TestStatus
+    score: float
+    max_score: float
+    message: str = ""
+    visibility: Literal["public", "hidden"] = "public"
+    case: str = ""
+    duration_s: float = 0.0
+
+
+class ShapeTiming(Record):
+    """One benchmark shape: the student's and the reference's times, measured in the same run."""
+
+    name: str
+    case: str
+    student_ms: float | None = None
+    student_spread_ms: float | None = None
+    reference_ms: float | None = None
+    reference_spread_ms: float | None = None
+    pytorch_ms: float | None = None
+    ratio: float | None = None
+    achieved: float | None = None
+    achieved_unit: str = ""
+    rounds: int = 0
+    #: rounds whose outputs were checked against the float64 definition while timed
+    verified_rounds: int = 0
+    flags: list[str] = Field(default_factory=list)
+
+
+class Performance(Record):
+    status: Literal["measured", "not_measured", "flagged", "skipped"]
+    reason: str = ""
+    score: float | None = None
+    max_score: float
+    ratio_geomean: float | None = None
+    gpu: str | None = None
+    shapes: list[ShapeTiming] = Field(default_factory=list)
+    #: set when a shape's speed ratio is above the spec's review bound: points stand, a person looks
+    review: str | None = None
+
+
+class Finding(Record):
+    """A static-scan finding: evidence for a human, never a verdict on its own."""
+
+    file: str
+    line: int
+    rule: str
+    message: str
+
+
+class ProblemResult(Record):
+    name: str
+    title: str = ""
+    #: where the write-up explains this problem (the spec's writeup_section): failures link to it
+    writeup_section: str = ""
+    score: float
+    max_score: float
+    status: ProblemStatus
+    message: str = ""
+    tests: list[TestResult] = Field(default_factory=list)
+    performance: Performance | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    output: str = ""
+    duration_s: float = 0.0
+
+
+class SpecFingerprint(Record):
+    """Hashes of the spec a result was graded with (hidden cases included), in two halves.
+
+    `grading`: what decides a case's verdict (cases, tolerances, forbidden ops, time limits,
+    benchmark shapes): when it changes, the submission must be graded again. `scoring`: what
+    turns verdicts into points (points, case weights, thresholds): when only it changes, the
+    stored per-case results are re-scored and no kernel runs (grader/judge/fingerprint.py).
+    """
+
+    grading: str
+    scoring: str
+
+
+class AssignmentRef(Record):
+    name: str
+    version: str
+    spec: SpecFingerprint | None = None
+
+
+class SubmissionRef(Record):
+    path: str
+    sha256: str
+    student: str | None = None
+    files: list[str] = Field(default_factory=list)
+
+
+class Environment(Record):
+    device: str
+    torch: str
+    triton: str
+    python: str
+    platform: str = ""
+    isolation: str = ""
+    interpreter: bool = False
+
+
+class Result(Record):
+    schema_version: int = SCHEMA_VERSION
+    assignment: AssignmentRef
+    submission: SubmissionRef
+    environment: Environment
+    score: float
+    max_score: float
+    pending_score: float = 0.0
+    duration_s: float
+    graded_at: str
+    status: Literal["graded", "error"] = "graded"
+    error: str = ""
+    warnings: list[str] = Field(default_factory=list)
+    problems: list[ProblemResult]

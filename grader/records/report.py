@@ -1,0 +1,91 @@
+"""Writing a graded Result: result.json, report.html (jinja2) and Gradescope's results.json.
+
+Every file is written atomically (a temporary file in the same folder, then rename), so a grader
+killed at any moment leaves either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from grader.leaderboard.names import SALT_ENV, pseudonym
+from grader.records.files import TEMPLATES, write_atomic
+from grader.records.model import Result, TestResult
+
+
+def _jinja() -> Environment:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
+    env.filters["pts"] = lambda x: "–" if x is None else f"{round(x, 2):g}"
+    return env
+
+
+#: failing problems first, then partial, then the rest
+STATUS_ORDER = {"error": 0, "failed": 1, "partial": 2, "skipped": 3, "passed": 4}
+
+
+@dataclass
+class TestGroup:
+    """Tests that failed the same way: one message shown once, with every test it concerns."""
+
+    status: str
+    message: str
+    tests: list[TestResult]
+
+
+def failure_groups(tests: list[TestResult]) -> list[TestGroup]:
+    """The problem's failing tests, grouped by identical message, in first-seen order."""
+    groups: dict[tuple[str, str], TestGroup] = {}
+    for test in tests:
+        if test.status in ("failed", "error"):
+            key = (test.status, test.message)
+            groups.setdefault(key, TestGroup(test.status, test.message, [])).tests.append(test)
+    return sorted(groups.values(), key=lambda g: STATUS_ORDER[g.status])
+
+
+def leaderboard_alias(result: Result) -> str | None:
+    """The student's name on the leaderboard (its pseudonym under the batch's salt), if known."""
+    if not result.submission.student:
+        return None
+    return pseudonym(result.submission.student, os.environ.get(SALT_ENV) or result.assignment.name)
+
+
+def render_html(result: Result) -> str:
+    from grader.judge.flags import result_flags
+
+    problems = sorted(result.problems, key=lambda p: STATUS_ORDER.get(p.status, 9))
+    return (
+        _jinja()
+        .get_template("report.html.j2")
+        .render(
+            r=result,
+            problems=problems,
+            groups={p.name: failure_groups(p.tests) for p in result.problems},
+            flags=result_flags(result),
+            alias=leaderboard_alias(result),
+        )
+    )
+
+
+def gradescope(result: Result) -> dict[str, Any]:
+    """Gradescope's results.json as a dictionary (grader.records.gradescope builds and checks it)."""
+    from grader.records.gradescope import as_dict
+
+    return as_dict(result)
+
+
+def gradescope_json(result: Result) -> str:
+    from grader.records.gradescope import results_json
+
+    return results_json(result)
+
+
+def write_result(result: Result, out: Path) -> None:
+    """result.json, report.html and gradescope/results.json under `out`."""
+    write_atomic(out / "result.json", result.model_dump_json(indent=2))
+    write_atomic(out / "report.html", render_html(result))
+    write_atomic(out / "gradescope" / "results.json", gradescope_json(result))

@@ -1,0 +1,314 @@
+"""WorkerProcess: one sandboxed worker process for one problem, from spawn to close.
+
+It starts the worker (grader/harness/serve.py) with a fresh interpreter, greets it, sends it requests
+under the problem's deadline, pauses it while something else is timed, and stops it: whatever the
+worker does, every call returns by its deadline and nothing it started outlives close().
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from grader import kernel_cache, protocol
+from grader.sandbox import kernel_copy, processes, seccomp
+from grader.sandbox.child import SPAWN_LOCK, child_setup, preexec
+from grader.sandbox.config import SandboxConfig
+from grader.sandbox.output import CapturedStream, combined
+from grader.sandbox.plan import GRADER_ROOT, blocked_ancestor, plan_isolation, runtime_paths
+from grader.sandbox.scratch import prepare_scratch, worker_env
+from grader.sandbox.syscalls import load_libc
+from grader.sandbox.uids import UidLease, lease_uid
+
+# nothing but `sys` is bound in the worker's __main__: the harness is not one attribute away
+BOOTSTRAP = (
+    "import sys\n"
+    "sys.path.insert(0, sys.argv.pop(1))\n"
+    "__import__('grader.harness.serve')\n"
+    "del sys.path[0]\n"
+    "sys.exit(sys.modules['grader.harness.serve'].main(sys.argv[1:]))\n"
+)
+EXIT_GRACE_S = 1.0
+PAUSE_WAIT_S = 1.0  # how long pause() waits for every process of a worker to show it stopped
+
+
+class WorkerDied(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class WorkerTimeout(Exception):
+    pass
+
+
+class WorkerProcess:
+    """One worker process for one problem of one submission."""
+
+    def __init__(
+        self,
+        config: SandboxConfig,
+        submission: Path,
+        problem: str,
+        module: str,
+        function: str,
+        kernel_seed: Path | None = None,
+    ) -> None:
+        self.config = config
+        self.kernel_seed = kernel_seed
+        self.seeded = False
+        self.token = secrets.token_hex(8)
+        self.notes: list[str] = []
+        self.lease: UidLease | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+        self.scratch = Path(tempfile.mkdtemp(prefix="grader-worker-"))
+        try:
+            if os.geteuid() == 0 and config.private_uid:
+                self.lease = lease_uid()
+            uid = self.lease.uid if self.lease else None
+            self.plan = plan_isolation(config, uid=uid, gid=uid)
+            self.plan.private_uid = self.lease is not None
+            self._spawn(submission, problem, module, function)
+        except OSError as exc:
+            self._cleanup()
+            raise WorkerDied(f"the worker could not be started: {exc}") from None
+        except BaseException:
+            self._cleanup()
+            raise
+
+    @property
+    def isolation(self) -> str:
+        """The level, and what is missing from it: recorded as `environment.isolation`."""
+        if seccomp.available():
+            return self.plan.level
+        return f"{self.plan.level}, without the seccomp filter (the worker may make namespaces and mounts)"
+
+    def _spawn(self, submission: Path, problem: str, module: str, function: str) -> None:
+        copy, notes, self.seeded = prepare_scratch(self.scratch, submission, self.config, self.plan, self.kernel_seed)
+        self.notes += notes
+        load_libc()
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        argv = [
+            sys.executable,
+            "-I",
+            "-c",
+            BOOTSTRAP,
+            str(GRADER_ROOT),
+            "--submission",
+            str(copy),
+            "--problem",
+            problem,
+            "--module",
+            module,
+            "--function",
+            function,
+            "--device",
+            self.config.device,
+            "--req-fd",
+            str(req_r),
+            "--rep-fd",
+            str(rep_w),
+        ]
+        if self.config.device == "cuda" and self.config.gpu_memory_fraction:
+            argv += ["--gpu-memory-fraction", str(self.config.gpu_memory_fraction)]
+        try:
+            try:
+                self.proc = self._popen(argv, req_r, rep_w, out_w, err_w)
+            except subprocess.SubprocessError:
+                if self.plan.level != "namespace":
+                    raise
+                # no mount namespace here (e.g. a container without CAP_SYS_ADMIN): drop the user only
+                self.plan = plan_isolation(self.config, want_namespace=False, uid=self.plan.uid, gid=self.plan.gid)
+                self.plan.private_uid = self.lease is not None
+                blocked = [b for b in map(blocked_ancestor, runtime_paths()) if b is not None]
+                if blocked:
+                    raise subprocess.SubprocessError(
+                        f"no mount namespace could be made, and without one the worker's user cannot enter "
+                        f"{blocked[0]} where Python or its packages live: install them where others may read them"
+                    ) from None
+                self.proc = self._popen(argv, req_r, rep_w, out_w, err_w)
+        except subprocess.SubprocessError as exc:
+            for fd in (req_w, rep_r, out_r, err_r):
+                os.close(fd)
+            raise OSError(f"{exc}") from None
+        finally:
+            for fd in (req_r, rep_w, out_w, err_w):
+                os.close(fd)
+        self.req, self.rep = req_w, rep_r
+        self.stdout = CapturedStream(out_r, self.config.output_bytes)
+        self.stderr = CapturedStream(err_r, self.config.output_bytes)
+
+    def _popen(self, argv: list[str], req_r: int, rep_w: int, out_w: int, err_w: int) -> subprocess.Popen[bytes]:
+        with SPAWN_LOCK:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                pass_fds=(req_r, rep_w),
+                cwd=str(self.scratch / "tmp"),
+                env=worker_env(self.config, self.scratch, self.token, self.seeded),
+                start_new_session=True,
+                preexec_fn=preexec(child_setup(self.config, self.plan, self.scratch)),
+            )
+
+    # -- talking to it --------------------------------------------------------------------------
+
+    def _receive(
+        self, deadline: float, max_blob: int, expected: dict[str, type[protocol.Message]]
+    ) -> tuple[protocol.Message, bytes]:
+        try:
+            return protocol.read_reply(self.rep, deadline, max_blob, expected)
+        except protocol.Deadline:
+            self.kill()
+            raise WorkerTimeout() from None
+        except protocol.PeerGone:
+            if time.monotonic() >= deadline:
+                raise WorkerTimeout() from None
+            raise WorkerDied(self.exit_reason()) from None
+        except protocol.ProtocolError as exc:
+            # a worker that breaks the protocol is as good as dead: nothing it sends can be trusted
+            self.kill()
+            raise WorkerDied(f"the worker broke the grader's protocol ({exc})") from None
+
+    def wait_ready(self, deadline: float) -> protocol.Message:
+        """The worker's greeting: `protocol.Ready`, or `protocol.ImportFailed`."""
+        self.resume()
+        greeting, _ = self._receive(deadline, 0, protocol.GREETING)
+        return greeting
+
+    def call(
+        self,
+        request: protocol.CallRequest | protocol.TimeRequest | protocol.LoopRequest,
+        blob: bytes,
+        deadline: float,
+        max_blob: int,
+    ) -> tuple[protocol.Message, bytes]:
+        """Send one request; its reply, one of `request.replies`, and the reply's payload."""
+        self.resume()
+        # a worker that stops reading would block this write forever once the pipe is full: a
+        # watchdog kills it at the deadline, which breaks the pipe and ends the write
+        watchdog = threading.Timer(max(deadline - time.monotonic(), 0.0), self.kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            protocol.send(self.req, request, blob)
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise WorkerTimeout() from None
+            raise WorkerDied(self.exit_reason()) from None
+        finally:
+            watchdog.cancel()
+        return self._receive(deadline, max_blob, request.replies)
+
+    def exit_reason(self) -> str:
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "the worker closed its channel but did not exit"
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = {
+                "SIGSEGV": " (segmentation fault)",
+                "SIGKILL": " (killed: out of memory or a limit)",
+                "SIGXCPU": " (CPU-time limit)",
+                "SIGXFSZ": " (file-size limit)",
+            }.get(name, "")
+            return f"the worker was killed by {name}{hint}"
+        return f"the worker exited with code {code} (sys.exit or os._exit in the submission?)"
+
+    def output(self) -> str:
+        return combined(self.notes, self.stdout, self.stderr)
+
+    def save_kernel_cache(self, dest: Path) -> kernel_cache.Copied | None:
+        """Keep the Triton files of the worker's cache (grader/sandbox/kernel_copy.py); None if gone.
+
+        The worker is paused first, so nothing changes under the copy.
+        """
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        self.pause()
+        return kernel_copy.copy_out(self.proc.pid, self.plan, self.scratch / "home", dest)
+
+    # -- pausing it -----------------------------------------------------------------------------
+
+    def _processes(self) -> list[int]:
+        return processes.worker_processes(self.plan, self.token, self.proc)
+
+    def pause(self) -> None:
+        """SIGSTOP every process of the worker while something else is timed on the GPU.
+
+        A worker between requests should be idle; a thread or child it left running could load
+        the GPU (or the CPU) while the reference or another problem is being timed. Stopped, it
+        launches nothing. call() and close() resume it first.
+        """
+        if self.proc is not None and self.proc.poll() is None and not self.paused:
+            processes.signal_all(self._processes(), signal.SIGSTOP)
+            self.paused = True
+            # the stop is delivered asynchronously: wait (briefly) until every process shows it
+            until = time.monotonic() + PAUSE_WAIT_S
+            while time.monotonic() < until and any(
+                processes.run_state(p) not in ("T", "t", "Z", "X", "") for p in self._processes()
+            ):
+                time.sleep(0.002)
+
+    def resume(self) -> None:
+        if self.paused:
+            processes.signal_all(self._processes(), signal.SIGCONT)
+            self.paused = False
+
+    # -- stopping it ----------------------------------------------------------------------------
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        processes.sweep(self.plan, self.token, self.proc)
+
+    def close(self) -> None:
+        self.resume()
+        if self.proc is not None:
+            try:
+                # non-blocking: a worker that stopped reading must not hold the grader here
+                os.set_blocking(self.req, False)
+                protocol.send(self.req, protocol.ExitRequest())
+            except OSError:
+                pass
+            try:
+                # a worker at rest exits at once; one that does not is busy with the submission's code
+                self.proc.wait(timeout=EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            self.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            for fd in (self.req, self.rep):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None

@@ -1,0 +1,200 @@
+"""The assignment as data: pydantic models for `assignment/assignment.toml` and its hidden cases.
+
+The spec is the single source of truth for problems, points, cases, tolerances and timing
+thresholds. Problem-specific case fields (shapes, dtypes, causal flags) are validated by the
+case model that each problem module declares, so a typo in a case is caught at load time with
+the file and the key that was wrong, not deep inside a kernel call.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from packaging.specifiers import SpecifierSet
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from grader import ROOT
+
+DTYPES = ("float32", "float16", "bfloat16")
+DType = Literal["float32", "float16", "bfloat16"]
+Suite = Literal["gpu", "cpu"]
+Visibility = Literal["public", "hidden"]
+
+DEFAULT_SPEC = ROOT / "assignment" / "assignment.toml"
+HIDDEN_NAME = "hidden_cases.toml"
+
+
+class SpecError(Exception):
+    """A malformed assignment file: the message names the file, the key and what was expected."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Points(Strict):
+    correctness: float = Field(ge=0)
+    performance: float = Field(ge=0)
+
+
+class Tolerance(Strict):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class Tier(Strict):
+    ratio: float = Field(gt=0)
+    fraction: float = Field(ge=0, le=1)
+
+
+class Thresholds(Strict):
+    """Turns a speed ratio (t_reference / t_student) into a fraction of the performance points.
+
+    Linear: full credit at or above `full_at`, none at or below `zero_at`, linear in between.
+    Tiers: the fraction of the highest tier whose ratio is reached (tiers override linear).
+    """
+
+    full_at: float = Field(default=1.0, gt=0)
+    zero_at: float = Field(default=0.25, ge=0)
+    tiers: list[Tier] = Field(default_factory=list)
+    #: a shape faster than the reference by more than this is marked for review (no points change)
+    review_above: float = Field(default=1.5, gt=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Thresholds:
+        if self.zero_at >= self.full_at:
+            raise ValueError(f"zero_at ({self.zero_at}) must be below full_at ({self.full_at})")
+        return self
+
+
+class Case(Strict):
+    """One correctness case. Problem modules subclass this with their own fields."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    suite: Suite = "gpu"
+    seed: int = 0
+    repeats: int = Field(default=2, ge=1, le=10)
+    weight: float = Field(default=1.0, gt=0)
+    visibility: Visibility = "public"
+
+    def describe(self) -> str:
+        """How the write-up names this case; a problem's case model says it in its own terms."""
+        return self.name
+
+
+#: dtypes as the write-up and reports abbreviate them
+SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def with_layout_note(text: str, layout: str) -> str:
+    """`text`, with a non-default memory layout named after it."""
+    return text if layout == "contiguous" else f"{text} ({layout})"
+
+
+class Problem(Strict):
+    name: str = Field(pattern=r"^[a-z_]+$")
+    title: str
+    module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    writeup_section: str
+    points: Points
+    time_limit_s: float = Field(gt=0)
+    forbidden_ops: list[str] = Field(default_factory=list)
+    tolerance: dict[str, dict[DType, Tolerance]]
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    cases: list[Case] = Field(default_factory=list)
+    benchmarks: list[Case] = Field(default_factory=list)
+
+    @field_validator("tolerance")
+    @classmethod
+    def _has_default(cls, value: dict[str, dict[str, Tolerance]]) -> dict[str, dict[str, Tolerance]]:
+        if "default" not in value:
+            raise ValueError("needs a [tolerance.default] table with one entry per dtype")
+        missing = [d for d in DTYPES if d not in value["default"]]
+        if missing:
+            raise ValueError(f"tolerance.default lacks {', '.join(missing)}")
+        return value
+
+    def tolerance_for(self, output: str, dtype: str) -> Tolerance:
+        return self.tolerance.get(output, {}).get(dtype) or self.tolerance["default"][dtype]  # type: ignore[index]
+
+    def suite_cases(self, suite: str, visibility: str | None = None) -> list[Case]:
+        return [c for c in self.cases if c.suite == suite and (visibility is None or c.visibility == visibility)]
+
+    @property
+    def max_score(self) -> float:
+        return self.points.correctness + self.points.performance
+
+
+class AssignmentInfo(Strict):
+    name: str
+    version: str
+    title: str
+    writeup: str = "assignment/README.md"
+
+
+class Environment(Strict):
+    """What a submission is graded with: one torch and one Triton, and what it may import.
+
+    The handout's install, both images and every GPU run use exactly `torch` and `triton`
+    (tests/grader/test_environment.py checks each place); `allowed_imports` are the top-level
+    packages a submission may import beside the standard library and its own modules.
+    """
+
+    python: str
+    torch: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    triton: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    numpy: str
+    allowed_imports: list[str]
+    #: exact versions of the allowed packages beyond torch, triton and numpy
+    packages: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("python", "numpy")
+    @classmethod
+    def _specifier(cls, value: str) -> str:
+        SpecifierSet(value)  # InvalidSpecifier is a ValueError: reported with the key
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> Environment:
+        missing = [n for n in ("torch", "triton", "numpy") if n not in self.allowed_imports]
+        unpinned = [n for n in self.allowed_imports if n not in ("torch", "triton", "numpy", *self.packages)]
+        stray = [n for n in self.packages if n not in self.allowed_imports]
+        if missing or unpinned or stray or not all(n.isidentifier() for n in self.allowed_imports):
+            raise ValueError(
+                f"allowed_imports must be module names including torch, triton and numpy, with a version in "
+                f"packages for each other one (missing {missing}, unpinned {unpinned}, pinned but not allowed {stray})"
+            )
+        return self
+
+
+class Assignment(Strict):
+    assignment: AssignmentInfo
+    environment: Environment
+    problems: list[Problem]
+
+    @model_validator(mode="after")
+    def _unique(self) -> Assignment:
+        names = [p.name for p in self.problems]
+        if len(set(names)) != len(names):
+            raise ValueError(f"problem names must be unique, got {names}")
+        for p in self.problems:
+            case_names = [c.name for c in p.cases]
+            dup = {n for n in case_names if case_names.count(n) > 1}
+            if dup:
+                raise ValueError(f"problem {p.name!r} repeats case names {sorted(dup)}")
+        return self
+
+    def problem(self, name: str) -> Problem:
+        for p in self.problems:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def max_score(self) -> float:
+        return sum(p.max_score for p in self.problems)
+
+    @property
+    def has_hidden_cases(self) -> bool:
+        return any(c.visibility == "hidden" for p in self.problems for c in p.cases)

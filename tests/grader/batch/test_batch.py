@@ -1,0 +1,407 @@
+"""`grader batch` without Docker: discovery, ids, resumability, error rows, the gradebook."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+import json
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader import batch, cli
+from grader.batch import runners
+from grader.commands.batch import options_from_args
+from grader.orchestrator.options import GradeOptions, submission_hash
+from grader.records.model import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
+from grader.spec.load import load_assignment
+
+ROOT = Path(__file__).resolve().parents[3]
+CORRECT = ROOT / "examples" / "submissions" / "correct"
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return cli.build_parser().parse_args(list(argv))
+
+
+def run(subs: Path, out: Path, *extra: str) -> int:
+    args = parse("batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu", *extra)
+    return batch.run_batch(options_from_args(args))
+
+
+def gradebook(out: Path) -> dict[str, dict[str, str]]:
+    rows = csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))
+    return {r["student"]: r for r in rows}
+
+
+class FakeGrade:
+    """Stands in for grade(): records who was graded; can fail for chosen students."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.fail: dict[str, BaseException] = {}
+
+    def __call__(self, assignment: Any, submission: Path, options: GradeOptions) -> Result:
+        student = options.student or ""
+        self.calls.append(student)
+        if student in self.fail:
+            raise self.fail[student]
+        problems = [p for p in assignment.problems if not options.problems or p.name in options.problems]
+        return Result(
+            assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
+            submission=SubmissionRef(path=str(submission), sha256=submission_hash(submission), student=student),
+            environment=Environment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
+            score=sum(p.points.correctness for p in problems),
+            max_score=sum(p.max_score for p in problems),
+            duration_s=0.01,
+            graded_at="2026-01-01T00:00:00+00:00",
+            problems=[
+                ProblemResult(name=p.name, score=p.points.correctness, max_score=p.max_score, status="passed")
+                for p in problems
+            ],
+        )
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeGrade:
+    grade = FakeGrade()
+    monkeypatch.setattr(runners, "grade", grade)
+    return grade
+
+
+def student_folder(parent: Path, name: str, source: str = "x = 1\n") -> Path:
+    folder = parent / name
+    folder.mkdir(parents=True)
+    (folder / "gelu.py").write_text(source)
+    return folder
+
+
+def zip_of(path: Path, files: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return path
+
+
+# -- discovery and ids ------------------------------------------------------------------------------
+
+
+def test_discover_folders_archives_and_manifest(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    student_folder(subs, "alice")
+    zip_of(subs / "bob.zip", {"bob/gelu.py": b"x"})
+    with tarfile.open(subs / "carol.tar.gz", "w:gz"):
+        pass
+    (subs / "notes.txt").write_text("not a submission")
+    (subs / ".hidden").mkdir()
+    (subs / "dave.rar").write_bytes(b"Rar!")
+    (subs / "manifest.csv").write_text("entry,student_id\nbob.zip,bob42\ncarol,c-77\n")
+    entries = {e.student: e for e in batch.discover(subs)}
+    assert sorted(entries) == ["alice", "bob42", "c-77", "dave"]
+    assert entries["alice"].kind == "folder"
+    assert entries["bob42"].kind == "archive" and entries["bob42"].source.name == "bob.zip"
+    assert entries["c-77"].source.name == "carol.tar.gz"
+    assert entries["dave"].kind == "invalid" and "unsupported archive" in entries["dave"].error
+
+
+def test_manifest_json_and_headerless_csv(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    student_folder(subs, "a1")
+    (subs / "manifest.json").write_text(json.dumps({"a1": "alice@uni.edu"}))
+    assert [e.student for e in batch.discover(subs)] == ["alice@uni.edu"]
+    (subs / "manifest.json").unlink()
+    (subs / "manifest.csv").write_text("a1,s-001\n")
+    assert [e.student for e in batch.discover(subs)] == ["s-001"]
+    (subs / "manifest.csv").write_text("entry,student\na1\n")
+    with pytest.raises(batch.BatchError, match="line 2"):
+        batch.discover(subs)
+
+
+def test_bad_manifest_json_names_the_file(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(batch.BatchError, match="manifest.json"):
+        batch.discover(subs)
+
+
+def test_gradescope_export(tmp_path: Path) -> None:
+    subs = tmp_path / "export"
+    student_folder(subs, "submission_101")
+    student_folder(subs, "submission_102")
+    student_folder(subs, "submission_103")
+    (subs / "submission_metadata.yml").write_text(
+        "submission_101:\n"
+        "  :submitters:\n"
+        "  - :name: Alice Liddell\n"
+        "    :sid: '1234'\n"
+        "    :email: alice@uni.edu\n"
+        "  :created_at: 2026-01-01\n"
+        "submission_102:\n"
+        "  :submitters:\n"
+        "  - :name: Bob\n"
+        "    :email: bob@uni.edu\n"
+        "  - :name: Carol\n"
+        "    :sid: '99'\n"
+    )
+    assert batch.read_gradescope_metadata(subs / "submission_metadata.yml") == {
+        "submission_101": "1234",
+        "submission_102": "bob+99",
+    }
+    assert [(e.student, e.source.name) for e in batch.discover(subs)] == [
+        ("1234", "submission_101"),
+        ("bob+99", "submission_102"),
+        ("submission_103", "submission_103"),
+    ]
+
+
+def test_duplicate_ids_become_error_rows(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    student_folder(subs, "alice")
+    zip_of(subs / "alice.zip", {"gelu.py": b"x"})
+    entries = batch.discover(subs)
+    assert [e.student for e in entries] == ["alice", "alice-dup2"]
+    assert entries[1].kind == "invalid" and "duplicate student id" in entries[1].error
+
+
+def test_student_ids_are_safe_folder_names() -> None:
+    assert batch.student_id("../../etc/passwd") == "_.._etc_passwd"
+    assert batch.student_id("Jane Doe") == "Jane_Doe"
+    assert batch.student_id("..") == "student"
+    assert batch.student_id("gradebook.csv") == "student-gradebook.csv"
+    assert batch.student_id("a@b.edu") == "a@b.edu"
+
+
+def test_output_folder_inside_submissions_is_not_a_student(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    student_folder(subs, "alice")
+    (subs / "grades").mkdir()
+    assert [e.student for e in batch.discover(subs, exclude=[subs / "grades"])] == ["alice"]
+
+
+# -- resumability -----------------------------------------------------------------------------------
+
+
+def test_second_run_skips_and_regrade_regrades(tmp_path: Path, fake: FakeGrade) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student_folder(subs, "alice")
+    student_folder(subs, "bob")
+    assert run(subs, out) == 0
+    assert fake.calls == ["alice", "bob"]
+    stamp = (out / "alice" / "result.json").stat().st_mtime_ns
+    run(subs, out)
+    assert fake.calls == ["alice", "bob"]  # nothing graded again
+    assert (out / "alice" / "result.json").stat().st_mtime_ns == stamp
+    run(subs, out, "--regrade")
+    assert fake.calls == ["alice", "bob", "alice", "bob"]
+    book = gradebook(out)
+    assert book["alice"]["status"] == "graded" and book["alice"]["gelu"] == "10.0"
+    for student in ("alice", "bob"):
+        assert {p.name for p in (out / student).iterdir()} == {"result.json", "report.html", "gradescope"}
+        assert (out / student / "gradescope" / "results.json").exists()
+    assert not (out / batch.WORK).exists()
+
+
+def test_changed_content_or_problem_set_regrades(tmp_path: Path, fake: FakeGrade) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student_folder(subs, "alice")
+    student_folder(subs, "bob")
+    run(subs, out)
+    (subs / "bob" / "gelu.py").write_text("x = 2\n")
+    run(subs, out)
+    assert fake.calls == ["alice", "bob", "bob"]
+    args = parse("batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu,softmax")
+    batch.run_batch(options_from_args(args))
+    assert fake.calls[3:] == ["alice", "bob"]
+
+
+def test_killed_run_resumes_only_what_is_missing(tmp_path: Path, fake: FakeGrade) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("a", "b", "c", "d"):
+        student_folder(subs, name)
+    run(subs, out)
+    fake.calls.clear()
+    # b: killed while writing result.json the first time (only a temporary file exists)
+    (out / "b" / "result.json").unlink()
+    (out / "b" / ".result.json.k1ll3d.tmp").write_text('{"schema_version": 1, "assig')
+    # c: a truncated result.json (a disk filled up, a copy cut short)
+    text = (out / "c" / "result.json").read_text()
+    (out / "c" / "result.json").write_text(text[: len(text) // 2])
+    # d: killed after result.json but the report went missing: re-rendered, not regraded
+    (out / "d" / "report.html").unlink()
+    (out / "d" / "gradescope" / ".results.json.x.tmp").write_text("{")
+    run(subs, out)
+    assert fake.calls == ["b", "c"]
+    assert not list(out.rglob("*.tmp"))
+    assert (out / "d" / "report.html").exists()
+    assert all(r["status"] == "graded" for r in gradebook(out).values())
+
+
+def test_interrupted_batch_keeps_what_is_done(tmp_path: Path, fake: FakeGrade) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("a", "b", "c"):
+        student_folder(subs, name)
+    fake.fail["b"] = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        run(subs, out)
+    book = gradebook(out)
+    assert book["a"]["status"] == "graded"
+    assert book["b"]["status"] == "missing" and book["c"]["status"] == "missing"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["missing"] == 2
+    fake.fail.clear()
+    fake.calls.clear()
+    run(subs, out)
+    assert fake.calls == ["b", "c"]
+    assert json.loads((out / "summary.json").read_text())["interrupted"] is False
+
+
+def test_a_grader_crash_is_an_error_row_and_is_retried(tmp_path: Path, fake: FakeGrade) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("a", "b", "c"):
+        student_folder(subs, name)
+    fake.fail["b"] = RuntimeError("boom")
+    assert run(subs, out) == 0
+    book = gradebook(out)
+    assert [book[s]["status"] for s in "abc"] == ["graded", "error", "graded"]
+    assert "boom" in book["b"]["error"] and book["b"]["gelu"] == "" and book["b"]["total"] == ""  # not graded: no zero
+    saved = Result.model_validate_json((out / "b" / "result.json").read_text())
+    assert saved.status == "error" and saved.problems[0].status == "error"
+    fake.fail.clear()
+    fake.calls.clear()
+    run(subs, out)
+    assert fake.calls == ["b"]  # an infrastructure error is not a verdict: graded again
+    assert gradebook(out)["b"]["status"] == "graded"
+
+
+def test_bad_archives_are_error_rows_and_write_nothing_outside(tmp_path: Path, fake: FakeGrade) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student_folder(subs, "good")
+    zip_of(subs / "slip.zip", {"gelu.py": b"x", "../../escaped.py": b"pwned"})
+    with tarfile.open(subs / "link.tar.gz", "w:gz") as tf:
+        info = tarfile.TarInfo("gelu.py")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/passwd"
+        tf.addfile(info)
+    zip_of(subs / "nested.zip", {"nested/gelu.py": b"y = 1\n"})
+    (subs / "weird").mkdir()
+    (subs / "weird" / "gelu.py").symlink_to("/etc/hostname")
+    run(subs, out)
+    book = gradebook(out)
+    assert book["slip"]["status"] == "error" and "'..'" in book["slip"]["error"]
+    assert book["link"]["status"] == "error" and "symbolic link" in book["link"]["error"]
+    assert book["weird"]["status"] == "error" and "symbolic link" in book["weird"]["error"]
+    assert book["good"]["status"] == "graded" and book["nested"]["status"] == "graded"
+    assert not list(tmp_path.rglob("escaped.py"))
+    nested = Result.model_validate_json((out / "nested" / "result.json").read_text())
+    assert nested.submission.path.endswith("nested.zip")
+    assert fake.calls == ["good", "nested"]
+    # a bad archive is a final verdict on that archive: not unpacked and graded again...
+    run(subs, out)
+    assert fake.calls == ["good", "nested"]
+    # ...unless asked
+    run(subs, out, "--retry-errors")
+    assert gradebook(out)["slip"]["status"] == "error"
+
+
+def test_summary_flags_the_default_secret(tmp_path: Path, fake: FakeGrade, monkeypatch: pytest.MonkeyPatch) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    student_folder(subs, "a")
+    monkeypatch.delenv("GRADER_SECRET", raising=False)
+    run(subs, out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["default_secret"] is True
+    assert any("DEFAULT secret" in w for w in summary["warnings"])
+    assert summary["students"] == 1 and summary["graded"] == 1 and summary["mode"] == "in-process"
+    monkeypatch.setenv("GRADER_SECRET", "a-real-secret")
+    run(subs, out, "--regrade")
+    assert json.loads((out / "summary.json").read_text())["default_secret"] is False
+
+
+def test_unknown_problem_is_refused(tmp_path: Path, fake: FakeGrade) -> None:
+    subs = tmp_path / "subs"
+    student_folder(subs, "a")
+    args = parse("batch", str(subs), "--out", str(tmp_path / "out"), "--problems", "gelu,nope")
+    with pytest.raises(batch.BatchError, match="nope"):
+        batch.run_batch(options_from_args(args))
+
+
+def test_one_batch_per_output_folder(tmp_path: Path) -> None:
+    with batch.BatchLock(tmp_path / ".batch.lock"):
+        with pytest.raises(batch.BatchError, match="another batch"):
+            with batch.BatchLock(tmp_path / ".batch.lock"):
+                pass
+
+
+def test_wall_limit_sums_the_problem_limits(tmp_path: Path) -> None:
+    assignment = load_assignment()
+    gelu = [p for p in assignment.problems if p.name == "gelu"]
+    options = options_from_args(parse("batch", str(tmp_path), "--out", str(tmp_path / "out"), "--timeout", "20"))
+    assert options.wall_limit(gelu) == batch.STARTUP_ALLOWANCE_S + 20 + batch.PER_PROBLEM_ALLOWANCE_S
+    assert dataclasses.replace(options, container_timeout=7).wall_limit(gelu) == 7
+
+
+# -- checking what a run left behind ------------------------------------------------------------------
+
+
+def test_collect_result_rejects_garbage(tmp_path: Path) -> None:
+    assignment = load_assignment()
+    sub = student_folder(tmp_path, "s")
+    task = batch.Task(
+        batch.Entry("s", sub, "folder"), tmp_path / "o", tmp_path / "w", folder=sub, sha=submission_hash(sub)
+    )
+    out = tmp_path / "raw"
+    out.mkdir()
+    with pytest.raises(batch.BadResult, match="no result.json"):
+        batch.collect_result(out, task, assignment)
+    (out / "result.json").write_text("garbage{")
+    with pytest.raises(batch.BadResult, match="not a valid result record"):
+        batch.collect_result(out, task, assignment)
+    good = FakeGrade()(assignment, sub, GradeOptions(problems=["gelu"], student="s"))
+    (out / "result.json").write_text(good.model_dump_json())
+    assert batch.collect_result(out, task, assignment).submission.path == str(sub)
+    other = good.model_copy(deep=True)
+    other.assignment.version = "1999.1"
+    (out / "result.json").write_text(other.model_dump_json())
+    with pytest.raises(batch.BadResult, match="1999.1"):
+        batch.collect_result(out, task, assignment)
+    forged = good.model_copy(deep=True)
+    forged.submission.sha256 = "0" * 64
+    (out / "result.json").write_text(forged.model_dump_json())
+    with pytest.raises(batch.BadResult, match="hash mismatch"):
+        batch.collect_result(out, task, assignment)
+
+
+# -- real grading, no Docker -------------------------------------------------------------------------
+
+
+def test_real_in_process_batch_with_a_nested_archive(tmp_path: Path) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    shutil.copytree(CORRECT, subs / "correct")
+    zip_of(subs / "zipped.zip", {f"zipped/{p.name}": p.read_bytes() for p in CORRECT.glob("*.py")})
+    assert run(subs, out, "--timeout", "60") == 0
+    book = gradebook(out)
+    assert book["correct"]["status"] == "graded" and float(book["correct"]["gelu"]) == 10.0
+    assert book["zipped"]["status"] == "graded" and float(book["zipped"]["gelu"]) == 10.0
+    assert book["correct"]["gpu"] == "cpu"
+
+
+def test_real_subprocess_batch_two_at_once(tmp_path: Path) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    shutil.copytree(CORRECT, subs / "correct")
+    broken = subs / "crashes"
+    shutil.copytree(CORRECT, broken)
+    (broken / "gelu.py").write_text("import os\n\ndef triton_gelu(x):\n    os._exit(3)\n")
+    assert run(subs, out, "--timeout", "60", "--jobs", "2") == 0
+    book = gradebook(out)
+    assert float(book["correct"]["gelu"]) == 10.0
+    assert book["crashes"]["status"] == "graded" and float(book["crashes"]["gelu"]) == 0.0
+    result = Result.model_validate_json((out / "crashes" / "result.json").read_text())
+    assert "exited with code 3" in json.dumps(result.model_dump())
+    assert json.loads((out / "summary.json").read_text())["mode"] == "subprocess"

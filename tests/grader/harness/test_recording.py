@@ -1,0 +1,71 @@
+"""What the profiler cannot see by itself (`grader.harness.recording`): ops run past RecordFunction, op
+recording switched off from Python, and modes left on PyTorch's stacks, seen through the one watch
+every call goes through (`grader.harness.calls.profiled`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from grader.harness import calls, recording, watch
+
+
+def test_an_op_called_through_redispatch_is_seen() -> None:
+    recording.Recording.install()
+    x = torch.randn(8)
+    keyset = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+    unwatched = torch.profiler.profile()
+    with unwatched:
+        torch.ops.aten.gelu.default.redispatch(keyset, x)
+    assert not any(e.name == "aten::gelu" for e in unwatched.events())  # the hole, without the watch
+    record: dict[str, Any] = {}
+    with calls.profiled(record, "cpu"):
+        torch.ops.aten.gelu.default.redispatch(keyset, x)
+    assert "aten::gelu" in record["aten_ops"]
+    for call in (
+        lambda: torch.ops.aten.tanh.default._op_dk(torch._C.DispatchKey.CPU, x),
+        lambda: torch._C._get_operation_overload("aten::tanh", "")[1](torch._C.DispatchKey.CPU, x),
+    ):
+        record = {}
+        with calls.profiled(record, "cpu"):
+            call()
+        assert "aten::tanh" in record["aten_ops"]
+
+
+def test_switching_op_recording_off_is_refused_and_reported(clean_guard: watch.Guard) -> None:
+    recording.Recording.install()
+    record: dict[str, Any] = {}
+    with calls.profiled(record, "cpu"):
+        torch.autograd._enable_record_function(False)
+        torch.nn.functional.gelu(torch.randn(4))
+    assert "aten::gelu" in record["aten_ops"]
+    assert clean_guard.tampered == ["the profiler (_enable_record_function(False) during the call)"]
+    clean_guard.tampered.clear()
+    with calls.profiled(record, "cpu"):
+        torch._C._autograd._clear_callbacks()
+    assert clean_guard.tampered == ["the profiler (_clear_callbacks() during the call)"]
+
+
+def test_modes_left_by_submission_code_are_taken_off() -> None:
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Spy(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    class Quiet(TorchFunctionMode):
+        pass
+
+    torch.set_default_device("cpu")  # honest code sets it at import: it stays
+    try:
+        Spy().__enter__()
+        Quiet().__enter__()
+        assert recording.settle_modes() == ["a TorchDispatchMode left active (Spy)"]
+        assert torch._C._len_torch_dispatch_stack() == 0
+        stack = [type(torch._C._get_function_stack_at(i)) for i in range(torch._C._len_torch_function_stack())]
+        assert stack == [torch.utils._device.DeviceContext]
+        assert recording.settle_modes() == []
+    finally:
+        torch.set_default_device(None)

@@ -1,0 +1,110 @@
+"""The worker boundary: whatever a submission does, the other problems are graded and a result is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from grader.cli import main
+from grader.spec.load import load_assignment
+from tests.spec_support import spec_with_limit
+
+CORRECT_GELU = (Path(__file__).resolve().parents[3] / "examples" / "submissions" / "correct" / "gelu.py").read_text()
+
+
+def grade(folder: Path, out: Path, *extra: str) -> dict:
+    assert main(["grade", str(folder), "--out", str(out), *extra]) == 0
+    return json.loads((out / "result.json").read_text())
+
+
+def by_name(result: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in result["problems"]}
+
+
+def test_import_error_exit_and_hang_cost_only_their_problem(make_submission, tmp_path: Path) -> None:
+    folder = make_submission(
+        gelu=CORRECT_GELU,
+        softmax="raise ImportError('no such thing')\n",
+        matmul="import sys\nsys.exit(4)\n",
+        flash_attention="import time\ndef flash_attention(q, k, v, is_causal=False):\n    while True:\n        "
+        "time.sleep(0.1)\n",
+    )
+    spec = spec_with_limit(tmp_path / "spec", "flash_attention", 8)
+    result = grade(folder, tmp_path / "out", "--spec", str(spec))
+    problems = by_name(result)
+    assert list(problems) == [p.name for p in load_assignment(hidden=False).problems]
+    assert problems["gelu"]["status"] == "passed" and problems["gelu"]["score"] == 10
+    assert problems["softmax"]["status"] == "error" and "ImportError: no such thing" in problems["softmax"]["message"]
+    assert problems["matmul"]["status"] == "error" and "sys.exit(4)" in problems["matmul"]["message"]
+    flash = problems["flash_attention"]
+    assert flash["status"] == "error" and flash["score"] == 0
+    assert "time limit of 8 s" in flash["tests"][0]["message"]
+    assert result["score"] == 10
+    assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "gradescope" / "results.json").exists()
+
+
+def test_crash_in_call_restarts_a_fresh_worker(make_submission, tmp_path: Path) -> None:
+    """os._exit and a segfault in the call: the problem errors with the reason, the next problem runs."""
+    folder = make_submission(
+        gelu="import os\ndef triton_gelu(x):\n    os._exit(7)\n",
+        softmax="import ctypes\ndef triton_softmax(x):\n    ctypes.string_at(0)\n",
+    )
+    problems = by_name(grade(folder, tmp_path / "out", "--problems", "gelu,softmax", "--timeout", "60"))
+    gelu = problems["gelu"]["tests"]
+    assert all(t["status"] == "error" for t in gelu)
+    assert "exited with code 7" in gelu[0]["message"]
+    assert any("worker crashed" in t["message"] for t in gelu), "stops restarting after a few crashes"
+    assert "SIGSEGV" in problems["softmax"]["tests"][0]["message"]
+
+
+def test_stub_scores_zero_with_not_implemented_message(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[3]
+    result = grade(root / "student_template", tmp_path / "out")
+    assert result["score"] == 0
+    for problem in result["problems"]:
+        assert problem["score"] == 0
+        for test in problem["tests"]:
+            assert "NotImplementedError" in test["message"], (problem["name"], test)
+
+
+def test_bad_path_and_bad_spec_exit_2(tmp_path: Path) -> None:
+    assert main(["grade", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    bad = tmp_path / "assignment.toml"
+    bad.write_text("[assignment]\nname = 1\n")
+    assert main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--spec", str(bad)]) == 2
+
+
+def test_problems_checked_at_once_grade_as_one_at_a_time(make_submission, tmp_path: Path) -> None:
+    """--parallel: the same verdicts and messages as one problem after another, a hang included."""
+    folder = make_submission(
+        gelu=CORRECT_GELU,
+        softmax="raise ImportError('no such thing')\n",
+        flash_attention="import time\ndef flash_attention(q, k, v, is_causal=False):\n    while True:\n        "
+        "time.sleep(0.1)\n",
+    )
+    args = (
+        "--problems",
+        "gelu,softmax,flash_attention",
+        "--spec",
+        str(spec_with_limit(tmp_path / "spec", "flash_attention", 10)),
+    )
+    together = by_name(grade(folder, tmp_path / "a", *args, "--parallel", "3"))
+    apart = by_name(grade(folder, tmp_path / "b", *args, "--parallel", "1"))
+    assert list(together) == list(apart) == ["gelu", "softmax", "flash_attention"]
+    for name in together:
+        assert together[name]["score"] == apart[name]["score"]
+        assert [(t["name"], t["status"]) for t in together[name]["tests"]] == [
+            (t["name"], t["status"]) for t in apart[name]["tests"]
+        ]
+    assert together["gelu"]["score"] == 10
+    assert "time limit of 10 s" in together["flash_attention"]["tests"][0]["message"]
+
+
+def test_parallel_must_be_a_positive_whole_number(tmp_path: Path, capsys) -> None:
+    import pytest
+
+    root = Path(__file__).resolve().parents[3]
+    with pytest.raises(SystemExit) as stop:
+        main(["grade", str(root / "student_template"), "--out", str(tmp_path), "--parallel", "0"])
+    assert stop.value.code == 2
+    assert "--parallel: expected a whole number >= 1, got 0" in capsys.readouterr().err

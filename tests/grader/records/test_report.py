@@ -1,0 +1,103 @@
+"""report.html for a student: failures first, one message per repeated error, the write-up linked,
+their leaderboard name, and what the staff will look at."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader import leaderboard
+from grader.records.model import (
+    AssignmentRef,
+    Environment,
+    Performance,
+    ProblemResult,
+    Result,
+    SubmissionRef,
+    TestResult,
+)
+from grader.records.report import render_html
+
+TRACEBACK = "could not load gelu.triton_gelu: ModuleNotFoundError: No module named 'helpers'"
+
+
+def result() -> Result:
+    broken = [
+        TestResult(name=f"gelu: case{i}", status="error", score=0, max_score=1.25, message=TRACEBACK) for i in range(8)
+    ]
+    wrong = TestResult(name="softmax: ragged", status="failed", score=0, max_score=5, message="3 elements differ")
+    right = [TestResult(name=f"softmax: ok{i}", status="passed", score=5, max_score=5) for i in range(2)]
+    fast = Performance(
+        status="measured",
+        score=10,
+        max_score=10,
+        ratio_geomean=2.1,
+        review="rows: speed ratio 2.1 is above the review bound 1.5",
+    )
+    return Result(
+        assignment=AssignmentRef(name="triton-kernels", version="1"),
+        submission=SubmissionRef(path="x", sha256="0" * 64, student="s-042"),
+        environment=Environment(device="cpu", torch="t", triton="t", python="3"),
+        score=20,
+        max_score=40,
+        duration_s=1,
+        graded_at="2026-01-01T00:00:00+00:00",
+        problems=[
+            ProblemResult(
+                name="softmax",
+                title="Softmax",
+                writeup_section="assignment/README.md#2-softmax",
+                score=20,
+                max_score=25,
+                status="partial",
+                tests=[*right, wrong],
+                performance=fast,
+            ),
+            ProblemResult(
+                name="matmul",
+                title="Matmul",
+                writeup_section="assignment/README.md#3-matmul",
+                score=0,
+                max_score=0,
+                status="passed",
+            ),
+            ProblemResult(
+                name="gelu",
+                title="GeLU",
+                writeup_section="assignment/README.md#1-gelu",
+                score=0,
+                max_score=10,
+                status="error",
+                tests=broken,
+            ),
+        ],
+    )
+
+
+def test_failures_first_and_a_repeated_error_once() -> None:
+    html = render_html(result())
+    assert html.index('id="gelu"') < html.index('id="softmax"') < html.index('id="matmul"')
+    assert html.count("No module named &#39;helpers&#39;") == 1 and "×8, same message" in html
+    section = html[html.index('id="softmax"') :]
+    assert section.index("3 elements differ") < section.index("softmax: ok0")  # the failure before the passes
+
+
+def test_failing_problems_link_to_their_writeup_section() -> None:
+    html = render_html(result())
+    assert 'href="assignment/README.md#1-gelu"' in html and 'href="assignment/README.md#2-softmax"' in html
+    assert 'href="assignment/README.md#3-matmul"' not in html  # passed: no pointer needed
+
+
+def test_the_student_finds_their_leaderboard_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(leaderboard.SALT_ENV, raising=False)
+    assert leaderboard.pseudonym("s-042", "triton-kernels") in render_html(result())
+    monkeypatch.setenv(leaderboard.SALT_ENV, "private key")
+    html = render_html(result())
+    assert (
+        leaderboard.pseudonym("s-042", "private key") in html
+        and leaderboard.pseudonym("s-042", "triton-kernels") not in html
+    )
+
+
+def test_a_review_is_shown_with_its_reason() -> None:
+    html = render_html(result())
+    assert "softmax: review" in html and "speed ratio 2.1 is above the review bound" in html
