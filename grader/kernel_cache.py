@@ -346,5 +346,3 @@ def evict(root: Path, max_total: int | None = None, older_than_s: float | None =
             except OSError:
                 pass
     return removed
-
-

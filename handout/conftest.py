@@ -24,7 +24,7 @@ if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from grader.handout_support import REPLAY, BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
-from grader.harness import imports
+from grader.harness import imports  # noqa: E402
 from grader.spec import versions  # noqa: E402
 from grader.spec.load import load_assignment  # noqa: E402
 

@@ -9,7 +9,6 @@ Docker runner itself (grader.cluster.node), rebuilt from a picklable recipe.
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console

@@ -1,4 +1,4 @@
-"""`grader gradescope-autograder --out DIR`: autograder.zip for Gradescope, and the entry point its run_autograder calls."""
+"""`grader gradescope-autograder --out DIR`: autograder.zip for Gradescope, and the entry point run_autograder calls."""
 
 from __future__ import annotations
 

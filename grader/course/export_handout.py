@@ -158,5 +158,3 @@ def export_handout(out: Path, root: Path = ROOT) -> Path:
         shutil.rmtree(out)
         raise LeakError("the export would leak:\n  " + "\n  ".join(leaks))
     return out
-
-

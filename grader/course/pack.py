@@ -101,5 +101,3 @@ def build_archive(folder: Path, out: Path, modules: list[str]) -> list[str]:
             raise PackError(f"the archive would be refused by the grader: {exc}") from None
     tmp.replace(out)
     return names
-
-

@@ -88,5 +88,3 @@ def regenerate(text: str, spec: Assignment) -> tuple[str, list[str]]:
 
 def blocks(text: str) -> list[str]:
     return [m["name"] for m in BLOCK.finditer(text)]
-
-

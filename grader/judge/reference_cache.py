@@ -168,5 +168,3 @@ def build(spec: Path, problems: list[str] | None = None, log: Any = print) -> Pa
             f"{time.monotonic() - started:.1f} s"
         )
     return folder
-
-

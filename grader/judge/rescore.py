@@ -95,5 +95,3 @@ def rescore_result(stored: Result, assignment: Assignment) -> Result:
 
 
 # -- resuming a batch ----------------------------------------------------------------------------
-
-

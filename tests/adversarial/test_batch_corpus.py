@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from grader import batch, cli
+from grader import cli
+from grader.batch.run import run_batch
 from grader.commands.batch import options_from_args
 from grader.containers import docker as containers
 from grader.records.model import Result
@@ -123,7 +124,7 @@ def _batch(subs: Path, out: Path, secret_file: Path, mode: str) -> int:
         *extra,
     ]
     args = cli.build_parser().parse_args(argv)
-    return batch.run_batch(options_from_args(args))
+    return run_batch(options_from_args(args))
 
 
 def _outside_tmp(request: pytest.FixtureRequest) -> Path:

@@ -15,8 +15,14 @@ from typing import Any
 
 import pytest
 
-from grader import batch, cli
+from grader import cli
 from grader.batch import runners
+from grader.batch.discovery import WORK, Entry, discover, read_gradescope_metadata, student_id
+from grader.batch.errors import BatchError
+from grader.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWANCE_S
+from grader.batch.results import BadResult, collect_result
+from grader.batch.run import BatchLock, run_batch
+from grader.batch.tasks import Task
 from grader.commands.batch import options_from_args
 from grader.orchestrator.options import GradeOptions, submission_hash
 from grader.records.model import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
@@ -32,7 +38,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def run(subs: Path, out: Path, *extra: str) -> int:
     args = parse("batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu", *extra)
-    return batch.run_batch(options_from_args(args))
+    return run_batch(options_from_args(args))
 
 
 def gradebook(out: Path) -> dict[str, dict[str, str]]:
@@ -102,7 +108,7 @@ def test_discover_folders_archives_and_manifest(tmp_path: Path) -> None:
     (subs / ".hidden").mkdir()
     (subs / "dave.rar").write_bytes(b"Rar!")
     (subs / "manifest.csv").write_text("entry,student_id\nbob.zip,bob42\ncarol,c-77\n")
-    entries = {e.student: e for e in batch.discover(subs)}
+    entries = {e.student: e for e in discover(subs)}
     assert sorted(entries) == ["alice", "bob42", "c-77", "dave"]
     assert entries["alice"].kind == "folder"
     assert entries["bob42"].kind == "archive" and entries["bob42"].source.name == "bob.zip"
@@ -114,21 +120,21 @@ def test_manifest_json_and_headerless_csv(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     student_folder(subs, "a1")
     (subs / "manifest.json").write_text(json.dumps({"a1": "alice@uni.edu"}))
-    assert [e.student for e in batch.discover(subs)] == ["alice@uni.edu"]
+    assert [e.student for e in discover(subs)] == ["alice@uni.edu"]
     (subs / "manifest.json").unlink()
     (subs / "manifest.csv").write_text("a1,s-001\n")
-    assert [e.student for e in batch.discover(subs)] == ["s-001"]
+    assert [e.student for e in discover(subs)] == ["s-001"]
     (subs / "manifest.csv").write_text("entry,student\na1\n")
-    with pytest.raises(batch.BatchError, match="line 2"):
-        batch.discover(subs)
+    with pytest.raises(BatchError, match="line 2"):
+        discover(subs)
 
 
 def test_bad_manifest_json_names_the_file(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "manifest.json").write_text("[1, 2]")
-    with pytest.raises(batch.BatchError, match="manifest.json"):
-        batch.discover(subs)
+    with pytest.raises(BatchError, match="manifest.json"):
+        discover(subs)
 
 
 def test_gradescope_export(tmp_path: Path) -> None:
@@ -150,11 +156,11 @@ def test_gradescope_export(tmp_path: Path) -> None:
         "  - :name: Carol\n"
         "    :sid: '99'\n"
     )
-    assert batch.read_gradescope_metadata(subs / "submission_metadata.yml") == {
+    assert read_gradescope_metadata(subs / "submission_metadata.yml") == {
         "submission_101": "1234",
         "submission_102": "bob+99",
     }
-    assert [(e.student, e.source.name) for e in batch.discover(subs)] == [
+    assert [(e.student, e.source.name) for e in discover(subs)] == [
         ("1234", "submission_101"),
         ("bob+99", "submission_102"),
         ("submission_103", "submission_103"),
@@ -165,24 +171,24 @@ def test_duplicate_ids_become_error_rows(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     student_folder(subs, "alice")
     zip_of(subs / "alice.zip", {"gelu.py": b"x"})
-    entries = batch.discover(subs)
+    entries = discover(subs)
     assert [e.student for e in entries] == ["alice", "alice-dup2"]
     assert entries[1].kind == "invalid" and "duplicate student id" in entries[1].error
 
 
 def test_student_ids_are_safe_folder_names() -> None:
-    assert batch.student_id("../../etc/passwd") == "_.._etc_passwd"
-    assert batch.student_id("Jane Doe") == "Jane_Doe"
-    assert batch.student_id("..") == "student"
-    assert batch.student_id("gradebook.csv") == "student-gradebook.csv"
-    assert batch.student_id("a@b.edu") == "a@b.edu"
+    assert student_id("../../etc/passwd") == "_.._etc_passwd"
+    assert student_id("Jane Doe") == "Jane_Doe"
+    assert student_id("..") == "student"
+    assert student_id("gradebook.csv") == "student-gradebook.csv"
+    assert student_id("a@b.edu") == "a@b.edu"
 
 
 def test_output_folder_inside_submissions_is_not_a_student(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     student_folder(subs, "alice")
     (subs / "grades").mkdir()
-    assert [e.student for e in batch.discover(subs, exclude=[subs / "grades"])] == ["alice"]
+    assert [e.student for e in discover(subs, exclude=[subs / "grades"])] == ["alice"]
 
 
 # -- resumability -----------------------------------------------------------------------------------
@@ -205,7 +211,7 @@ def test_second_run_skips_and_regrade_regrades(tmp_path: Path, fake: FakeGrade) 
     for student in ("alice", "bob"):
         assert {p.name for p in (out / student).iterdir()} == {"result.json", "report.html", "gradescope"}
         assert (out / student / "gradescope" / "results.json").exists()
-    assert not (out / batch.WORK).exists()
+    assert not (out / WORK).exists()
 
 
 def test_changed_content_or_problem_set_regrades(tmp_path: Path, fake: FakeGrade) -> None:
@@ -217,7 +223,7 @@ def test_changed_content_or_problem_set_regrades(tmp_path: Path, fake: FakeGrade
     run(subs, out)
     assert fake.calls == ["alice", "bob", "bob"]
     args = parse("batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu,softmax")
-    batch.run_batch(options_from_args(args))
+    run_batch(options_from_args(args))
     assert fake.calls[3:] == ["alice", "bob"]
 
 
@@ -328,14 +334,14 @@ def test_unknown_problem_is_refused(tmp_path: Path, fake: FakeGrade) -> None:
     subs = tmp_path / "subs"
     student_folder(subs, "a")
     args = parse("batch", str(subs), "--out", str(tmp_path / "out"), "--problems", "gelu,nope")
-    with pytest.raises(batch.BatchError, match="nope"):
-        batch.run_batch(options_from_args(args))
+    with pytest.raises(BatchError, match="nope"):
+        run_batch(options_from_args(args))
 
 
 def test_one_batch_per_output_folder(tmp_path: Path) -> None:
-    with batch.BatchLock(tmp_path / ".batch.lock"):
-        with pytest.raises(batch.BatchError, match="another batch"):
-            with batch.BatchLock(tmp_path / ".batch.lock"):
+    with BatchLock(tmp_path / ".batch.lock"):
+        with pytest.raises(BatchError, match="another batch"):
+            with BatchLock(tmp_path / ".batch.lock"):
                 pass
 
 
@@ -343,7 +349,7 @@ def test_wall_limit_sums_the_problem_limits(tmp_path: Path) -> None:
     assignment = load_assignment()
     gelu = [p for p in assignment.problems if p.name == "gelu"]
     options = options_from_args(parse("batch", str(tmp_path), "--out", str(tmp_path / "out"), "--timeout", "20"))
-    assert options.wall_limit(gelu) == batch.STARTUP_ALLOWANCE_S + 20 + batch.PER_PROBLEM_ALLOWANCE_S
+    assert options.wall_limit(gelu) == STARTUP_ALLOWANCE_S + 20 + PER_PROBLEM_ALLOWANCE_S
     assert dataclasses.replace(options, container_timeout=7).wall_limit(gelu) == 7
 
 
@@ -353,29 +359,29 @@ def test_wall_limit_sums_the_problem_limits(tmp_path: Path) -> None:
 def test_collect_result_rejects_garbage(tmp_path: Path) -> None:
     assignment = load_assignment()
     sub = student_folder(tmp_path, "s")
-    task = batch.Task(
-        batch.Entry("s", sub, "folder"), tmp_path / "o", tmp_path / "w", folder=sub, sha=submission_hash(sub)
+    task = Task(
+        Entry("s", sub, "folder"), tmp_path / "o", tmp_path / "w", folder=sub, sha=submission_hash(sub)
     )
     out = tmp_path / "raw"
     out.mkdir()
-    with pytest.raises(batch.BadResult, match="no result.json"):
-        batch.collect_result(out, task, assignment)
+    with pytest.raises(BadResult, match="no result.json"):
+        collect_result(out, task, assignment)
     (out / "result.json").write_text("garbage{")
-    with pytest.raises(batch.BadResult, match="not a valid result record"):
-        batch.collect_result(out, task, assignment)
+    with pytest.raises(BadResult, match="not a valid result record"):
+        collect_result(out, task, assignment)
     good = FakeGrade()(assignment, sub, GradeOptions(problems=["gelu"], student="s"))
     (out / "result.json").write_text(good.model_dump_json())
-    assert batch.collect_result(out, task, assignment).submission.path == str(sub)
+    assert collect_result(out, task, assignment).submission.path == str(sub)
     other = good.model_copy(deep=True)
     other.assignment.version = "1999.1"
     (out / "result.json").write_text(other.model_dump_json())
-    with pytest.raises(batch.BadResult, match="1999.1"):
-        batch.collect_result(out, task, assignment)
+    with pytest.raises(BadResult, match="1999.1"):
+        collect_result(out, task, assignment)
     forged = good.model_copy(deep=True)
     forged.submission.sha256 = "0" * 64
     (out / "result.json").write_text(forged.model_dump_json())
-    with pytest.raises(batch.BadResult, match="hash mismatch"):
-        batch.collect_result(out, task, assignment)
+    with pytest.raises(BadResult, match="hash mismatch"):
+        collect_result(out, task, assignment)
 
 
 # -- real grading, no Docker -------------------------------------------------------------------------

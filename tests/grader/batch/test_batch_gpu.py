@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import batch, cli
+from grader import cli
+from grader.batch.run import run_batch
 from grader.commands.batch import options_from_args
 from grader.containers import docker as containers
 
@@ -39,7 +40,7 @@ def test_batch_on_the_gpu_grades_and_times_each_student(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "reference", subs / "staff")
     shutil.copytree(ROOT / "examples" / "submissions" / "broken", subs / "broken")
     args = parse("batch", str(subs), "--out", str(out), "--gpus", "all", "--problems", "gelu")
-    assert batch.run_batch(options_from_args(args)) == 0
+    assert run_batch(options_from_args(args)) == 0
     rows = {r["student"]: r for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
     assert set(rows) == {"staff", "broken"}
     name = torch.cuda.get_device_name()

@@ -23,7 +23,10 @@ from typing import Any
 
 import pytest
 
-from grader import batch, cli
+from grader import cli
+from grader.batch.discovery import WORK
+from grader.batch.run import run_batch
+from grader.batch.runners import DockerRunner
 from grader.commands.batch import options_from_args
 from grader.containers import docker as containers
 from grader.records.model import Result
@@ -36,10 +39,10 @@ CORRECT = ROOT / "examples" / "submissions" / "correct"
 VERSION = load_assignment(hidden=False).assignment.version
 BUILT: dict[str, str] = {}
 
-# Runs `grader batch` as cli.py would, with the batch parser of grader/batch/command.py.
+# Runs `grader batch` as cli.py would, with the batch parser of grader/commands/batch.py.
 HARNESS = """
 import argparse, sys
-from grader.batch import command
+from grader.commands import batch as command
 parser = argparse.ArgumentParser(prog="grader")
 command.add_parser(parser.add_subparsers(dest="command", required=True))
 args = parser.parse_args(sys.argv[1:])
@@ -163,7 +166,7 @@ def test_gpu_batch_gives_each_container_its_own_gpu(tmp_path: Path, monkeypatch:
     args = _parse(
         "batch", str(subs), "--out", str(out), "--docker", "--gpus", "0,1", "--problems", "gelu", "--memory", "32g"
     )
-    assert batch.run_batch(options_from_args(args)) == 0
+    assert run_batch(options_from_args(args)) == 0
     assert len(seen) == 3
     assert {c["device_requests"][0]["DeviceIDs"][0] for c in seen} <= {"0", "1"}
     assert all(r["gpu"] in ("cuda (GPU 0)", "cuda (GPU 1)") for r in _gradebook(out).values())
@@ -224,7 +227,7 @@ def image(engine: Any) -> str:
 
 def _run_batch(subs: Path, out: Path, *extra: str) -> int:
     args = _parse("batch", str(subs), "--out", str(out), "--docker", "--problems", "gelu", *extra)
-    return batch.run_batch(options_from_args(args))
+    return run_batch(options_from_args(args))
 
 
 def _leftover_containers(engine: Any, out: Path) -> list[Any]:
@@ -323,7 +326,7 @@ def test_a_small_class_in_containers(engine: Any, image: str, tmp_path: Path, se
     assert Result.model_validate_json((out / "slip" / "result.json").read_text()).status == "error"
 
     assert not _leftover_containers(engine, out)
-    assert not (out / batch.WORK).exists()
+    assert not (out / WORK).exists()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mode"] == "docker" and summary["default_secret"] is False and summary["students"] == 6
 
@@ -361,7 +364,7 @@ def test_container_past_its_wall_clock_is_killed(engine: Any, image: str, tmp_pa
 def test_a_container_that_misbehaves_is_an_error_row(
     engine: Any, image: str, tmp_path: Path, secret: str, monkeypatch: pytest.MonkeyPatch, script: str, reason: str
 ) -> None:
-    monkeypatch.setattr(batch.DockerRunner, "entrypoint", ["/bin/sh", "-c", script])
+    monkeypatch.setattr(DockerRunner, "entrypoint", ["/bin/sh", "-c", script])
     subs, out = tmp_path / "subs", tmp_path / "grades"
     shutil.copytree(CORRECT, subs / "victim")
     shutil.copytree(CORRECT, subs / "other")

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import batch, cli
+from grader import cli
+from grader.batch.discovery import discover
+from grader.batch.tasks import prepare
 from grader.course import archives
 from grader.orchestrator.options import submission_hash
 from grader.spec.load import load_assignment
@@ -33,7 +35,7 @@ def test_pack_runs_the_public_tests_and_the_batch_accepts_the_archive(
     subs.mkdir()
     shutil.copy(out, subs / "me.tar.gz")
     modules = [p.module for p in load_assignment(hidden=False).problems]
-    task = batch.prepare(batch.discover(subs)[0], tmp_path / "grades", modules)
+    task = prepare(discover(subs)[0], tmp_path / "grades", modules)
     assert task.error == "" and task.folder is not None
     assert sorted(p.name for p in task.folder.iterdir()) == sorted(f"{m}.py" for m in modules)
     (folder / "notes.txt").unlink()

@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 
 from grader import leaderboard
+from grader.commands.leaderboard import add_parser, cmd_leaderboard
 from grader.judge.scoring import geomean
+from grader.leaderboard.inputs import Entry, LeaderboardError, find_result_files
+from grader.leaderboard.names import display_names, pseudonym
+from grader.leaderboard.ranking import select
+from grader.leaderboard.site import build_site
 from grader.records.model import (
     AssignmentRef,
     Environment,
@@ -204,7 +209,7 @@ def grades(tmp_path: Path) -> Path:
 def run(argv: list[str]) -> int:
     """`grader leaderboard ...` through this module's own parser registration."""
     parser = argparse.ArgumentParser(prog="grader")
-    leaderboard.add_parser(parser.add_subparsers(dest="command", required=True))
+    add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["leaderboard", *argv])
     return args.func(args)
 
@@ -257,8 +262,8 @@ def test_regrade_of_the_same_submission_counts_once_as_its_latest_grading(site: 
 
 def test_same_file_named_twice_is_read_once(grades: Path, tmp_path: Path) -> None:
     alice = grades / "week2" / "stud-alice" / "result.json"
-    data = leaderboard.build_site([alice, alice.parent, grades / "week2"], tmp_path / "site")
-    assert names_of(data["ranking"]).count(leaderboard.pseudonym("stud-alice", "triton-kernels")) == 1
+    data = build_site([alice, alice.parent, grades / "week2"], tmp_path / "site")
+    assert names_of(data["ranking"]).count(pseudonym("stud-alice", "triton-kernels")) == 1
 
 
 def test_flagged_entries_are_not_ranked_and_their_reasons_stay_off_the_public_page(site: Path) -> None:
@@ -284,7 +289,7 @@ def test_a_review_is_marked_publicly_and_explained_to_staff(tmp_path: Path) -> N
     assert fast.performance is not None
     fast.performance.review = "big: speed ratio 2.0 is above the review bound 1.5"
     save(tmp_path / "grades", "stud-x", result("stud-x", "x1", [fast]))
-    data = leaderboard.build_site([tmp_path / "grades"], tmp_path / "site", salt="s", staff_out=tmp_path / "staff")
+    data = build_site([tmp_path / "grades"], tmp_path / "site", salt="s", staff_out=tmp_path / "staff")
     row = next(r for r in data["ranking"] if r["kind"] == "student")
     assert row["review"] is True and data["flagged"] == 0  # ranked: the points stand
     html = (tmp_path / "site" / "index.html").read_text()
@@ -294,23 +299,23 @@ def test_a_review_is_marked_publicly_and_explained_to_staff(tmp_path: Path) -> N
 
 
 def test_the_staff_page_cannot_go_inside_the_site(grades: Path, tmp_path: Path) -> None:
-    with pytest.raises(leaderboard.LeaderboardError, match="must not be inside"):
-        leaderboard.build_site([grades], tmp_path / "site", staff_out=tmp_path / "site" / "staff")
+    with pytest.raises(LeaderboardError, match="must not be inside"):
+        build_site([grades], tmp_path / "site", staff_out=tmp_path / "site" / "staff")
 
 
 def test_a_clean_submission_is_ranked_even_after_a_flagged_one(tmp_path: Path) -> None:
     root = tmp_path / "grades"
     save(root / "w1", "stud-x", result("stud-x", "x1", [gelu(10, 0.01, flags=["too fast"])]))
     save(root / "w2", "stud-x", result("stud-x", "x2", [gelu(6, 1.0)]))
-    data = leaderboard.build_site([root], tmp_path / "site", salt="s")
+    data = build_site([root], tmp_path / "site", salt="s")
     assert [r["score"] for r in data["ranking"] if r["kind"] == "student"] == [6]
     assert data["flagged"] == 0
 
 
 def test_errors_are_not_ranked_and_folder_names_the_student(site: Path) -> None:
     data, html = read_site(site)
-    frank = leaderboard.pseudonym("stud-frank", "triton-kernels")
-    gina = leaderboard.pseudonym("stud-gina", "triton-kernels")
+    frank = pseudonym("stud-frank", "triton-kernels")
+    gina = pseudonym("stud-gina", "triton-kernels")
     assert data["not_graded"] == 1 and frank not in html  # a count on the public page
     assert frank not in names_of(data["ranking"])
     assert gina in names_of(data["ranking"])
@@ -320,30 +325,30 @@ def test_errors_are_not_ranked_and_folder_names_the_student(site: Path) -> None:
 
 def test_hidden_folders_are_not_searched(grades: Path, tmp_path: Path) -> None:
     save(grades / ".trash", "stud-old", result("stud-old", "o", [gelu(10, 0.1)]))
-    files = leaderboard.find_result_files([grades])
+    files = find_result_files([grades])
     assert len(files) == 9 and not any(".trash" in str(f) for f in files)
 
 
 def test_select_breaks_exact_ties_by_latest_grading(tmp_path: Path) -> None:
-    old = leaderboard.Entry(tmp_path / "a", result("s", "1", [gelu(5, 1.0)], graded_at="2026-01-01T00:00:00Z"), "s")
-    new = leaderboard.Entry(tmp_path / "b", result("s", "2", [gelu(5, 1.0)], graded_at="2026-02-01T00:00:00Z"), "s")
-    chosen = leaderboard.select([new, old], warn=lambda m: None)
+    old = Entry(tmp_path / "a", result("s", "1", [gelu(5, 1.0)], graded_at="2026-01-01T00:00:00Z"), "s")
+    new = Entry(tmp_path / "b", result("s", "2", [gelu(5, 1.0)], graded_at="2026-02-01T00:00:00Z"), "s")
+    chosen = select([new, old], warn=lambda m: None)
     assert chosen.ranked == [new]
 
 
 def test_a_failed_regrade_does_not_hide_a_graded_run(tmp_path: Path) -> None:
-    good = leaderboard.Entry(tmp_path / "a", result("s", "1", [gelu(5, 1.0)], graded_at="2026-01-01T00:00:00Z"), "s")
-    crash = leaderboard.Entry(
+    good = Entry(tmp_path / "a", result("s", "1", [gelu(5, 1.0)], graded_at="2026-01-01T00:00:00Z"), "s")
+    crash = Entry(
         tmp_path / "b", result("s", "1", [], status="error", graded_at="2026-02-01T00:00:00Z"), "s"
     )
-    assert leaderboard.select([good, crash], warn=lambda m: None).ranked == [good]
+    assert select([good, crash], warn=lambda m: None).ranked == [good]
 
 
 def test_identical_submissions_of_two_students_are_reported(tmp_path: Path) -> None:
     warnings: list[str] = []
-    a = leaderboard.Entry(tmp_path / "a", result("stud-a", "z", [gelu(5, 1.0)]), "stud-a")
-    b = leaderboard.Entry(tmp_path / "b", result("stud-b", "z", [gelu(5, 1.0)]), "stud-b")
-    chosen = leaderboard.select([a, b], warn=warnings.append)
+    a = Entry(tmp_path / "a", result("stud-a", "z", [gelu(5, 1.0)]), "stud-a")
+    b = Entry(tmp_path / "b", result("stud-b", "z", [gelu(5, 1.0)]), "stud-b")
+    chosen = select([a, b], warn=warnings.append)
     assert len(chosen.ranked) == 2
     assert warnings and "stud-a, stud-b" in warnings[0]
 
@@ -353,7 +358,7 @@ def test_ties_share_a_rank(tmp_path: Path) -> None:
     for name in ("stud-p", "stud-q"):
         save(root, name, result(name, name[-1], [problem("gelu", 7)], device="cpu"))
     save(root, "stud-r", result("stud-r", "r", [problem("gelu", 3)], device="cpu"))
-    data = leaderboard.build_site([root], tmp_path / "site")
+    data = build_site([root], tmp_path / "site")
     assert [r["rank"] for r in data["ranking"]] == [1, 1, 3]
 
 
@@ -402,7 +407,7 @@ def test_cpu_grading_shows_not_measured_and_ranks_by_score(tmp_path: Path) -> No
     root = tmp_path / "grades"
     save(root, "stud-a", result("stud-a", "a", [problem("gelu", 4)], device="cpu"))
     save(root, "stud-b", result("stud-b", "b", [problem("gelu", 9)], device="cpu"))
-    data = leaderboard.build_site([root], tmp_path / "site", names_file=None, salt="x")
+    data = build_site([root], tmp_path / "site", names_file=None, salt="x")
     html = (tmp_path / "site" / "index.html").read_text()
     assert data["measured"] is False
     assert [r["score"] for r in data["ranking"]] == [9, 4]
@@ -419,7 +424,7 @@ def test_several_gpus_get_one_reference_row_each(tmp_path: Path) -> None:
     other = gelu(10, 1.0).model_copy(deep=True)
     other.performance.gpu = "NVIDIA A100"  # type: ignore[union-attr]
     save(root, "stud-b", result("stud-b", "b", [other], device="NVIDIA A100"))
-    data = leaderboard.build_site([root], tmp_path / "site")
+    data = build_site([root], tmp_path / "site")
     refs = names_of(data["tables"][0]["rows"], "reference")
     assert refs == ["staff reference (NVIDIA A100)", "staff reference (NVIDIA H200)"]
 
@@ -429,9 +434,9 @@ def test_several_gpus_get_one_reference_row_each(tmp_path: Path) -> None:
 
 
 def test_pseudonyms_are_stable_salted_and_hide_the_ids(grades: Path, tmp_path: Path) -> None:
-    a = leaderboard.build_site([grades], tmp_path / "a")
-    b = leaderboard.build_site([grades], tmp_path / "b")
-    c = leaderboard.build_site([grades], tmp_path / "c", salt="a private course key")
+    a = build_site([grades], tmp_path / "a")
+    b = build_site([grades], tmp_path / "b")
+    c = build_site([grades], tmp_path / "c", salt="a private course key")
     staff = json.loads((tmp_path / "a-staff" / "staff.json").read_text())
     shown = (
         names_of(a["ranking"])
@@ -454,14 +459,14 @@ def test_pseudonym_collisions_get_longer_suffixes(monkeypatch: pytest.MonkeyPatc
         "pseudonym",
         lambda student, salt, digits=4: f"same-{student[-1] * digits}" if digits > 4 else "same-name",
     )
-    shown = leaderboard.display_names(["s1", "s2", "s3"], "salt", {"s3": "Named"})
+    shown = display_names(["s1", "s2", "s3"], "salt", {"s3": "Named"})
     assert shown == {"s1": "same-11111111", "s2": "same-22222222", "s3": "Named"}
 
 
 def test_names_file_as_json(grades: Path, tmp_path: Path) -> None:
     names = tmp_path / "names.json"
     names.write_text(json.dumps({"stud-alice": "Alice A.", "stud-bob": "<b>Bob</b>"}))
-    data = leaderboard.build_site([grades], tmp_path / "site", names_file=names)
+    data = build_site([grades], tmp_path / "site", names_file=names)
     assert names_of(data["ranking"])[:2] == ["Alice A.", "<b>Bob</b>"]
     html = (tmp_path / "site" / "index.html").read_text()
     assert "<b>Bob</b>" not in html and "&lt;b&gt;Bob&lt;/b&gt;" in html
@@ -512,7 +517,7 @@ def test_embedded_json_cannot_break_out_of_its_script(grades: Path, tmp_path: Pa
     names = tmp_path / "names.json"
     evil = "</script><script>alert(1)</script><!--"
     names.write_text(json.dumps({"stud-alice": evil}))
-    data = leaderboard.build_site([grades], tmp_path / "site", names_file=names)
+    data = build_site([grades], tmp_path / "site", names_file=names)
     html = (tmp_path / "site" / "index.html").read_text()
     assert "<script>alert(1)" not in html
     embedded = EMBEDDED.search(html)
@@ -524,8 +529,8 @@ def test_rebuild_with_source_date_epoch_is_identical(
     grades: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
-    leaderboard.build_site([grades], tmp_path / "a")
-    data = leaderboard.build_site([grades], tmp_path / "b")
+    build_site([grades], tmp_path / "a")
+    data = build_site([grades], tmp_path / "b")
     assert data["built_at"] == "2026-01-01T00:00:00+00:00"
     for name in ("index.html", "leaderboard.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
@@ -591,7 +596,7 @@ def test_cli_registers_the_command() -> None:
     if "leaderboard" not in commands:
         pytest.skip("grader/cli.py does not register the leaderboard command yet")
     args = parser.parse_args(["leaderboard", "grades", "--out", "site"])
-    assert args.func is leaderboard.cmd_leaderboard
+    assert args.func is cmd_leaderboard
 
 
 # ---------------------------------------------------------------------------------------------

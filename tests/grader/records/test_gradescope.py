@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grader import batch
+from grader.batch.discovery import read_gradescope_metadata
 from grader.course import gradescope_metadata
 from grader.records import gradescope
 from grader.records.model import (
@@ -113,9 +113,9 @@ def test_export_metadata_is_read_as_yaml(tmp_path: Path) -> None:
         "    :sid:\n"
         "  - {':name': Carol, ':sid': 99}\n"
     )
-    assert batch.read_gradescope_metadata(path) == {"submission_101": "1234", "submission_102": "bob+99"}
+    assert read_gradescope_metadata(path) == {"submission_101": "1234", "submission_102": "bob+99"}
     path.write_text("[unclosed")
-    assert batch.read_gradescope_metadata(path) == {}
+    assert read_gradescope_metadata(path) == {}
 
 
 def test_autograder_metadata_json(tmp_path: Path) -> None:

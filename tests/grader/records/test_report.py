@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader import leaderboard
+from grader.leaderboard.names import SALT_ENV, pseudonym
 from grader.records.model import (
     AssignmentRef,
     Environment,
@@ -88,13 +88,13 @@ def test_failing_problems_link_to_their_writeup_section() -> None:
 
 
 def test_the_student_finds_their_leaderboard_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(leaderboard.SALT_ENV, raising=False)
-    assert leaderboard.pseudonym("s-042", "triton-kernels") in render_html(result())
-    monkeypatch.setenv(leaderboard.SALT_ENV, "private key")
+    monkeypatch.delenv(SALT_ENV, raising=False)
+    assert pseudonym("s-042", "triton-kernels") in render_html(result())
+    monkeypatch.setenv(SALT_ENV, "private key")
     html = render_html(result())
     assert (
-        leaderboard.pseudonym("s-042", "private key") in html
-        and leaderboard.pseudonym("s-042", "triton-kernels") not in html
+        pseudonym("s-042", "private key") in html
+        and pseudonym("s-042", "triton-kernels") not in html
     )
 
 
