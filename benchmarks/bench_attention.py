@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import importlib.util
 import multiprocessing as mp
 import os
 import sys
 import time
 import zlib
+from pathlib import Path
 
 if "--cpu-smoke" in sys.argv:  # before triton is imported anywhere
     os.environ["TRITON_INTERPRET"] = "1"
@@ -44,6 +44,7 @@ import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from grader.loading import load_file  # noqa: E402
 from grader.problems.flash_attention import attention_definition, find_saved_lse  # noqa: E402
 
 DEFAULT_IMPL = os.path.join(ROOT, "reference", "flash_attention.py")
@@ -55,10 +56,7 @@ DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 
 def load_impl(path):
     if path not in _MODULES:
-        spec = importlib.util.spec_from_file_location(f"attn_impl_{len(_MODULES)}", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        _MODULES[path] = mod
+        _MODULES[path] = load_file(Path(path))
     return _MODULES[path]
 
 

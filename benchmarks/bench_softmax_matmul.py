@@ -14,7 +14,6 @@ reference/gelu.py exists, its kernel is timed too (against torch's GeLU and a de
 """
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -26,6 +25,9 @@ import triton
 from triton.testing import do_bench
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from grader.loading import load_file  # noqa: E402
+
 T0 = time.time()
 LOG = []
 
@@ -43,10 +45,7 @@ def load(name):
     path = ROOT / "reference" / f"{name}.py"
     if not path.exists():
         return None
-    spec = importlib.util.spec_from_file_location(f"ref_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file(path)
 
 
 def bench(fn, rep=100):

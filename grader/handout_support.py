@@ -21,6 +21,7 @@ from grader.harness.watch import GUARD, arm, tamper_message
 from grader.judge.checks import case_label, check_call, kernel_check
 from grader.judge.performance import ShapeSeeds, verify_rounds
 from grader.judge.performance import achieved as _achieved
+from grader.loading import load_function
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
 from grader.spec.load import load_assignment
@@ -75,7 +76,7 @@ class CaseRunner:
             if not (self.submission / f"{p.module}.py").is_file():
                 pytest.fail(f"{self.submission} has no {p.module}.py", pytrace=False)
             try:
-                self._functions[problem] = calls.load_function(self.submission, p.module, p.function)
+                self._functions[problem] = load_function(self.submission, p.module, p.function)
             finally:
                 self._note_tampering(problem, GUARD.restore())
         return self._functions[problem]

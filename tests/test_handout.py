@@ -73,12 +73,9 @@ def test_benchmarks_print_the_grader_method_medians(tmp_path: Path) -> None:
 
 def test_a_problem_close_to_its_time_limit_is_warned_about_on_a_gpu() -> None:
     """The limit covers everything a problem does: the public cases taking half of it is news."""
-    import importlib.util
+    from grader.loading import load_file
 
-    spec = importlib.util.spec_from_file_location("_handout_conftest", ROOT / "handout" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
+    conftest = load_file(ROOT / "handout" / "conftest.py")
     lines: list[str] = []
 
     class Reporter:

@@ -17,7 +17,7 @@ from grader.batch.runners import DockerRunner, InProcessRunner, Runner, Subproce
 
 def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[Runner, dict[str, Any]]:
     """The runner and the gradebook's metadata about it."""
-    from grader.containers.docker import parse_gpus
+    from grader.containers.gpus import parse_gpus
 
     out = options.out
     if options.backend != "local":
@@ -27,14 +27,9 @@ def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[
     gpus = parse_gpus(options.gpus)
     jobs = options.jobs
     if options.docker is not None:
-        from grader.containers.docker import (
-            ContainerLimits,
-            content_hash,
-            docker_client,
-            image_tag,
-            inspect_image,
-            remove_stale,
-        )
+        from grader.containers.docker import docker_client
+        from grader.containers.image import content_hash, image_tag, inspect_image, remove_stale
+        from grader.containers.runner import ContainerLimits
 
         client = docker_client()
         tag = options.docker.image or image_tag(ctx.assignment.assignment.version, cpu=not gpus)

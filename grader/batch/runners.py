@@ -191,7 +191,7 @@ class DockerRunner:
     def __init__(
         self, ctx: Context, slots: list[str | None], client: Any, image: str, limits: Any, batch_label: str
     ) -> None:
-        from grader.containers.docker import ContainerRunner
+        from grader.containers.runner import ContainerRunner
 
         self.ctx = ctx
         self.slots = slots
@@ -200,7 +200,8 @@ class DockerRunner:
         self.runner = ContainerRunner(client, limits)
 
     def run(self, task: Task, slot: str | None) -> Result:
-        from grader.containers.docker import WORKER_USER, ContainerJob
+        from grader.containers.docker import WORKER_USER
+        from grader.containers.runner import ContainerJob
 
         assert task.folder is not None
         started = time.monotonic()

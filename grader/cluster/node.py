@@ -166,7 +166,9 @@ def grade_folder(
 
 
 def _docker_runner(ctx: Context, plan: DockerPlan, gpu: str | None) -> DockerRunner:
-    from grader.containers.docker import ContainerLimits, docker_client, inspect_image
+    from grader.containers.docker import docker_client
+    from grader.containers.image import inspect_image
+    from grader.containers.runner import ContainerLimits
 
     client = docker_client()
     info = inspect_image(client, plan.image)

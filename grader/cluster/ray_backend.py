@@ -204,7 +204,7 @@ def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[Ra
     out = batch.out
     plan = None
     if batch.docker is not None:
-        from grader.containers.docker import image_tag
+        from grader.containers.image import image_tag
 
         image = batch.docker.image or image_tag(ctx.assignment.assignment.version, cpu=ctx.device != "cuda")
         label = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]

@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from grader.containers.docker import build_image
+    from grader.containers.image import build_image
     from grader.spec.load import load_assignment
 
     assignment = load_assignment(args.spec, hidden=False)

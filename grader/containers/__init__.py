@@ -1,1 +1,1 @@
-"""TODO"""
+"""Docker: the grading image and one container per grading (`grader batch --docker`, `grader image`)."""

@@ -24,7 +24,6 @@ import os
 import shutil
 import stat
 import tarfile
-import time
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -33,33 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from grader.course.archive_limits import ArchiveError, Budget, Clock, Inflated, Limits
+
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
 # Looks like an archive but cannot be read here: an error row, not a silently ignored file.
 UNSUPPORTED_SUFFIXES = (".rar", ".7z", ".gz", ".bz2", ".xz", ".zst", ".tar.zst")
 # Folders that archivers add and nobody wants graded.
 JUNK_PARTS = {"__MACOSX", ".DS_Store"}
-
-
-class ArchiveError(Exception):
-    """The archive is unsafe or unreadable; the message says which member and why."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Caps on what one archive may unpack to. The defaults are generous for four kernel files."""
-
-    max_archive_bytes: int = 64 << 20
-    max_total_bytes: int = 64 << 20
-    max_file_bytes: int = 16 << 20
-    max_files: int = 500
-    max_depth: int = 8
-    #: members of every kind: files, folders, and anything else with a header
-    max_entries: int = 2000
-    #: the whole unpacking, both passes, in seconds
-    max_seconds: float = 30.0
-    #: how many times its own size an archive may inflate to (beyond ratio_floor_bytes)
-    max_ratio: float = 100.0
-    ratio_floor_bytes: int = 1 << 20
+DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -115,69 +95,10 @@ def safe_member_path(name: str, limits: Limits) -> PurePosixPath | None:
     return PurePosixPath(*parts)
 
 
-class _Clock:
-    """The deadline of one unpacking, checked in every loop and every read."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.deadline = time.monotonic() + limits.max_seconds
-
-    def check(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise ArchiveError(f"unpacking took more than {self.limits.max_seconds:g} s")
-
-
-class _Inflated:
-    """A decompressed stream that stops at the inflation bound and at the deadline."""
-
-    def __init__(self, raw: IO[bytes], packed: int, limits: Limits, clock: _Clock) -> None:
-        self.raw, self.clock = raw, clock
-        self.limit = max(limits.ratio_floor_bytes, int(limits.max_ratio * packed))
-        self.ratio = limits.max_ratio
-        self.total = 0
-
-    def read(self, size: int = -1) -> bytes:
-        self.clock.check()
-        data = self.raw.read(self.limit + 1 - self.total if size < 0 else size)
-        self.total += len(data)
-        if self.total > self.limit:
-            raise ArchiveError(f"inflates to more than {self.limit} bytes (over {self.ratio:g} times its own size)")
-        return data
-
-
-class _Budget:
-    """Running totals against the limits, shared by the checking and the writing pass."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.files = 0
-        self.bytes = 0
-        self.entries = 0
-
-    def add_entry(self) -> None:
-        self.entries += 1
-        if self.entries > self.limits.max_entries:
-            raise ArchiveError(
-                f"more than {self.limits.max_entries} entries (files, folders and other headers) in the archive"
-            )
-
-    def add_file(self, name: str, size: int) -> None:
-        self.files += 1
-        if self.files > self.limits.max_files:
-            raise ArchiveError(f"more than {self.limits.max_files} files in the archive")
-        if size > self.limits.max_file_bytes:
-            raise ArchiveError(
-                f"member {name!r}: {size} bytes uncompressed (at most {self.limits.max_file_bytes} per file)"
-            )
-        self.bytes += size
-        if self.bytes > self.limits.max_total_bytes:
-            raise ArchiveError(f"more than {self.limits.max_total_bytes} bytes uncompressed in all")
-
-
 def _zip_members(
-    archive: zipfile.ZipFile, limits: Limits, clock: _Clock, packed: int
+    archive: zipfile.ZipFile, limits: Limits, clock: Clock, packed: int
 ) -> Iterator[tuple[Member, zipfile.ZipInfo]]:
-    budget = _Budget(limits)
+    budget = Budget(limits)
     infos = archive.infolist()
     if len(infos) > limits.max_entries:
         raise ArchiveError(f"{len(infos)} entries (files, folders and other headers); at most {limits.max_entries}")
@@ -203,8 +124,8 @@ def _zip_members(
         yield Member(path, is_dir, info.file_size), info
 
 
-def _tar_members(archive: tarfile.TarFile, limits: Limits, clock: _Clock) -> Iterator[tuple[Member, tarfile.TarInfo]]:
-    budget = _Budget(limits)
+def _tar_members(archive: tarfile.TarFile, limits: Limits, clock: Clock) -> Iterator[tuple[Member, tarfile.TarInfo]]:
+    budget = Budget(limits)
     for info in archive:  # headers one at a time: a bomb is refused before it is read through
         clock.check()
         budget.add_entry()
@@ -236,7 +157,7 @@ def _is_junk(path: PurePosixPath) -> bool:
     return bool(JUNK_PARTS & set(path.parts)) or path.name.startswith("._")
 
 
-def _write(source: IO[bytes], target: Path, declared: int, limits: Limits, written: list[int], clock: _Clock) -> None:
+def _write(source: IO[bytes], target: Path, declared: int, limits: Limits, written: list[int], clock: Clock) -> None:
     """Copy one member's bytes, stopping at its declared size, at the total cap and at the deadline."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(target, flags, 0o644)
@@ -269,7 +190,7 @@ def _ensure_dir(dest: Path, rel: PurePosixPath) -> Path:
     return current
 
 
-def unpack(archive: Path, dest: Path, limits: Limits = Limits()) -> Path:
+def unpack(archive: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Path:
     """Unpack `archive` into the new folder `dest` (which must not exist yet) and return it.
 
     Raises ArchiveError for an unsafe or unreadable archive; `dest` is then removed again.
@@ -284,7 +205,7 @@ def unpack(archive: Path, dest: Path, limits: Limits = Limits()) -> Path:
         )
     dest.mkdir(mode=0o755, parents=False, exist_ok=False)
     try:
-        written, clock = [0], _Clock(limits)
+        written, clock = [0], Clock(limits)
         if suffix == ".zip":
             _unpack_zip(archive, dest, limits, written, clock)
         else:
@@ -325,7 +246,7 @@ def _place(dest: Path, member: Member) -> Path | None:
     return target
 
 
-def _unpack_zip(archive: Path, dest: Path, limits: Limits, written: list[int], clock: _Clock) -> None:
+def _unpack_zip(archive: Path, dest: Path, limits: Limits, written: list[int], clock: Clock) -> None:
     with zipfile.ZipFile(archive) as zf:
         members = list(
             _zip_members(zf, limits, clock, archive.stat().st_size)
@@ -347,18 +268,18 @@ _DECOMPRESSORS: list[tuple[bytes, Callable[[IO[bytes]], IO[bytes]]]] = [
 
 
 @contextmanager
-def _tar_stream(archive: Path, limits: Limits, clock: _Clock) -> Iterator[tarfile.TarFile]:
-    """The archive as a tar stream read through _Inflated, whatever its compression (by content)."""
+def _tar_stream(archive: Path, limits: Limits, clock: Clock) -> Iterator[tarfile.TarFile]:
+    """The archive as a tar stream read through Inflated, whatever its compression (by content)."""
     with open(archive, "rb") as raw:
         magic = raw.read(6)
         raw.seek(0)
         opener = next((open_ for prefix, open_ in _DECOMPRESSORS if magic.startswith(prefix)), None)
         plain = opener(raw) if opener else raw
-        with tarfile.open(fileobj=_Inflated(plain, archive.stat().st_size, limits, clock), mode="r|") as tf:  # type: ignore[call-overload]
+        with tarfile.open(fileobj=Inflated(plain, archive.stat().st_size, limits, clock), mode="r|") as tf:  # type: ignore[call-overload]
             yield tf
 
 
-def _unpack_tar(archive: Path, dest: Path, limits: Limits, written: list[int], clock: _Clock) -> None:
+def _unpack_tar(archive: Path, dest: Path, limits: Limits, written: list[int], clock: Clock) -> None:
     """Two passes over the stream: check every member, then write the checked ones."""
     with _tar_stream(archive, limits, clock) as tf:
         checked = {info.offset: member for member, info in _tar_members(tf, limits, clock)}

@@ -8,13 +8,10 @@ calls it. Nothing here judges anything: verdicts are the orchestrator's (`grader
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -102,25 +99,6 @@ def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
             sorted({p.name(e) for e in events if p.device_type(e) == p.cuda_device})[:50],
             start,
         )
-
-
-def load_function(submission: Path, module: str, function: str) -> Callable[..., Any]:
-    """Import `module.py` from the submission folder and return its `function`."""
-    path = submission / f"{module}.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"the submission has no {module}.py")
-    sys.path.insert(0, str(submission))
-    spec = importlib.util.spec_from_file_location(module, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[module] = mod
-    spec.loader.exec_module(mod)
-    fn = getattr(mod, function, None)
-    if fn is None:
-        raise AttributeError(f"{module}.py defines no {function}")
-    if not callable(fn):
-        raise TypeError(f"{module}.{function} is not callable")
-    return fn
 
 
 def _storage_bytes(t: torch.Tensor) -> torch.Tensor:

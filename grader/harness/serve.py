@@ -42,6 +42,7 @@ import torch
 from grader import kernel_cache, protocol, timing
 from grader.harness import calls, imports, student_runtime, timed_rounds
 from grader.harness.watch import GUARD, LaunchCounter, arm
+from grader.loading import load_function
 from grader.problems import REGISTRY
 from grader.problems.base import generator
 from grader.spec import versions
@@ -219,7 +220,7 @@ def serve(args: argparse.Namespace) -> int:
     arm()  # before the submission is imported
     _forget_grader()
     try:
-        fn = calls.load_function(Path(args.submission), args.module, args.function)
+        fn = load_function(Path(args.submission), args.module, args.function)
     except BaseException as exc:  # noqa: BLE001
         GUARD.restore()
         failed = describe_exception(exc, Path(args.submission))

@@ -29,18 +29,9 @@ import torch
 
 from grader.harness.recording import settle_modes
 from grader.harness.watch import GUARD
-from grader.problems.base import ProblemKind, output_facts, round_seed
+from grader.problems.base import ProblemKind, chosen, output_facts, round_seed
 from grader.protocol import VerifiedRound
 from grader.spec.model import Case
-
-#: a round other than a chunk's last is checked with probability 1 / VERIFY_EVERY
-VERIFY_EVERY = 32
-_CHOICE_SALT = 0x5BD1E995
-
-
-def chosen(verify_base: int, index: int) -> bool:
-    """Whether timed round `index` must be checked (besides the last round of every chunk)."""
-    return round_seed(verify_base ^ _CHOICE_SALT, index) % VERIFY_EVERY == 0
 
 
 @dataclass

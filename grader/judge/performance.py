@@ -21,12 +21,11 @@ from typing import Any
 import torch
 
 from grader import ROOT, protocol, timing
-from grader.harness.calls import load_function
-from grader.harness.timed_rounds import chosen
 from grader.judge.checks import compare, output_contract, payload_issue
 from grader.judge.scoring import geomean, performance_fraction
+from grader.loading import load_function
 from grader.orchestrator import trace
-from grader.problems.base import ProblemKind, case_seed, generator, round_seed
+from grader.problems.base import ProblemKind, case_seed, chosen, generator, round_seed
 from grader.records.model import Performance, ShapeTiming
 from grader.spec.model import Case, Problem
 

@@ -100,6 +100,16 @@ def round_seed(base: int, index: int) -> int:
     return (z ^ (z >> 31)) >> 1
 
 
+#: a round other than a chunk's last is checked with probability 1 / VERIFY_EVERY
+VERIFY_EVERY = 32
+_CHOICE_SALT = 0x5BD1E995
+
+
+def chosen(verify_base: int, index: int) -> bool:
+    """Whether timed round `index` must be checked (besides the last round of every chunk)."""
+    return round_seed(verify_base ^ _CHOICE_SALT, index) % VERIFY_EVERY == 0
+
+
 def pick(gen: torch.Generator, high: int, count: int) -> torch.Tensor:
     """`count` indices below `high` drawn on the generator's device, without a host round trip.
 

@@ -14,7 +14,6 @@ BLOCK_M > BLOCK_N.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.loading import load_file
 from grader.problems.flash_attention import attention_definition, find_saved_lse
 
 pytestmark = pytest.mark.slow
@@ -67,10 +67,7 @@ CASES = gpu_cases() if GPU else BASE_CASES
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("_ref_flash_attention", ROOT / "reference" / "flash_attention.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "reference" / "flash_attention.py")
 
 
 def make_inputs(case, device, seed):

@@ -10,7 +10,6 @@ grouped ordering, edge handling and split epilogue are tested without a GPU.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.loading import load_file
 from grader.problems.matmul import matmul_definition
 
 pytestmark = pytest.mark.slow
@@ -32,10 +32,7 @@ TMA_SHAPES = [(100, 72, 40), (129, 200, 72), (1, 8, 8), (64, 64, 64)]  # 16-byte
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("_ref_matmul", ROOT / "reference" / "matmul.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "reference" / "matmul.py")
 
 
 def build_cases():

@@ -8,7 +8,6 @@ module only checks what it reports.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.loading import load_file
 from grader.problems.softmax import softmax_definition
 
 pytestmark = pytest.mark.slow
@@ -27,10 +27,7 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("_ref_softmax", ROOT / "reference" / "softmax.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "reference" / "softmax.py")
 
 
 def special_rows(n, dtype, g):

@@ -359,9 +359,7 @@ def test_wall_limit_sums_the_problem_limits(tmp_path: Path) -> None:
 def test_collect_result_rejects_garbage(tmp_path: Path) -> None:
     assignment = load_assignment()
     sub = student_folder(tmp_path, "s")
-    task = Task(
-        Entry("s", sub, "folder"), tmp_path / "o", tmp_path / "w", folder=sub, sha=submission_hash(sub)
-    )
+    task = Task(Entry("s", sub, "folder"), tmp_path / "o", tmp_path / "w", folder=sub, sha=submission_hash(sub))
     out = tmp_path / "raw"
     out.mkdir()
     with pytest.raises(BadResult, match="no result.json"):

@@ -12,14 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.course.archives import (
-    ArchiveError,
-    Limits,
-    archive_suffix,
-    find_submission_root,
-    strip_archive_suffix,
-    unpack,
-)
+from grader.course.archive_limits import ArchiveError, Limits
+from grader.course.archives import archive_suffix, find_submission_root, strip_archive_suffix, unpack
 from grader.spec.load import load_assignment
 
 MODULES = [p.module for p in load_assignment(hidden=False).problems]

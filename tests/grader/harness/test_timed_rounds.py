@@ -1,17 +1,15 @@
-"""Verified timing on CPU, through Triton's interpreter: what decides a timed-call flag.
+"""Verified timing: what decides a timed-call flag, on the GPU or through Triton's interpreter.
 
-The timing loop itself needs a GPU (CUDA events); the hooks it calls around every round do not,
-so these tests run rounds by hand, exactly as `timing.run_rounds` orders them (refill, call,
-sample), and judge them with the orchestrator's own `verify_rounds`. Each cheat has its honest
-twin beside it: the same file with the switch off must pass.
+The hooks the timing loop calls around every round need no clock, so these tests run rounds by
+hand, on the GPU where there is one and on CPU tensors otherwise, exactly as `timing.run_rounds`
+orders them (refill, call, sample), and judge them with the orchestrator's own `verify_rounds`. Each
+cheat has its honest twin beside it: the same file with the switch off must pass.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import itertools
-import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -26,8 +24,9 @@ from grader.harness.timed_rounds import FreshRounds
 from grader.harness.watch import LaunchCounter
 from grader.judge.checks import kernel_check
 from grader.judge.performance import ShapeSeeds, review_reason, score, verify_rounds
+from grader.loading import load_file
 from grader.problems import REGISTRY
-from grader.problems.base import generator
+from grader.problems.base import generator, move_inputs
 from grader.records.model import ShapeTiming
 from grader.spec.load import load_assignment
 
@@ -37,11 +36,8 @@ SPEC = load_assignment(hidden=False)
 _names = itertools.count()
 
 
-# CPU tensors through Triton's interpreter (tests/conftest.py turns it on where there is no GPU);
-# on a GPU the same logic runs for real in the grader's GPU tests and the corpora
-pytestmark = pytest.mark.skipif(
-    os.environ.get("TRITON_INTERPRET") != "1", reason="runs on CPU tensors through Triton's interpreter"
-)
+#: the submissions' kernels run here: the GPU, or Triton's interpreter (tests/conftest.py turns it on)
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -57,12 +53,7 @@ def correct_helpers(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def load(path: Path, **switches: Any) -> Any:
     """Import a submission file as a fresh module, with module-level switches set."""
-    name = f"_timed_rounds_sub{next(_names)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    module = load_file(path)
     for key, value in switches.items():
         setattr(module, key, value)
     return module
@@ -78,7 +69,7 @@ def run_rounds(
     """`rounds` timed rounds in the order the timing loop runs them; the flags they earn."""
     kind = REGISTRY[problem]
     seeds = ShapeSeeds.draw("test-secret", problem, case)
-    sets = [kind.make_inputs(case, generator(seeds.inputs + i)) for i in range(2)]
+    sets = [move_inputs(kind.make_inputs(case, generator(seeds.inputs + i)), DEVICE) for i in range(2)]
     calls = [kind.timed(fn, s) for s in sets]
     hooks = FreshRounds(kind, case, sets, seeds.refill, seeds.verify)
     for i in range(rounds):
@@ -249,8 +240,8 @@ def test_attention_kernel_rule_looks_at_the_forward_only(forward_matmul: bool) -
     kind, problem = REGISTRY["flash_attention"], SPEC.problem("flash_attention")
     case = kind.case_model(name="bench", b=1, h=2, nq=32, nk=32, d=16, dtype="float32", causal=True)
     fn = _attention_with_torch_backward(forward_matmul)
-    inputs = kind.make_inputs(case, generator(3))
-    _, profile, launches = calls.watched(kind, fn, inputs, case, "cpu")  # what correctness and timing both watch
+    inputs = move_inputs(kind.make_inputs(case, generator(3)), DEVICE)
+    _, profile, launches = calls.watched(kind, fn, inputs, case, DEVICE)  # what correctness and timing both watch
     verdict = kernel_check(problem, case, profile["aten_ops"], launches)
     if forward_matmul:
         assert verdict and "aten::matmul" in verdict

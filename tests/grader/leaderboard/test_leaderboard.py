@@ -338,9 +338,7 @@ def test_select_breaks_exact_ties_by_latest_grading(tmp_path: Path) -> None:
 
 def test_a_failed_regrade_does_not_hide_a_graded_run(tmp_path: Path) -> None:
     good = Entry(tmp_path / "a", result("s", "1", [gelu(5, 1.0)], graded_at="2026-01-01T00:00:00Z"), "s")
-    crash = Entry(
-        tmp_path / "b", result("s", "1", [], status="error", graded_at="2026-02-01T00:00:00Z"), "s"
-    )
+    crash = Entry(tmp_path / "b", result("s", "1", [], status="error", graded_at="2026-02-01T00:00:00Z"), "s")
     assert select([good, crash], warn=lambda m: None).ranked == [good]
 
 

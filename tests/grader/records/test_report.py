@@ -92,10 +92,7 @@ def test_the_student_finds_their_leaderboard_row(monkeypatch: pytest.MonkeyPatch
     assert pseudonym("s-042", "triton-kernels") in render_html(result())
     monkeypatch.setenv(SALT_ENV, "private key")
     html = render_html(result())
-    assert (
-        pseudonym("s-042", "private key") in html
-        and pseudonym("s-042", "triton-kernels") not in html
-    )
+    assert pseudonym("s-042", "private key") in html and pseudonym("s-042", "triton-kernels") not in html
 
 
 def test_a_review_is_shown_with_its_reason() -> None:
