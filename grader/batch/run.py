@@ -16,9 +16,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from grader.batch.context import Context, selected_problems
-from grader.batch.discovery import WORK, discover
+from grader.batch.discovery import WORK, Entry, discover
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
 from grader.batch.results import INFRA, commit_or_error, commit_result, previous, remove_partial_files
@@ -43,6 +43,7 @@ from grader.records import gradebook
 from grader.records.console import batch_table, progress_line
 from grader.records.model import Result
 from grader.spec.load import load_assignment
+from grader.spec.model import Assignment
 
 
 @dataclass
@@ -92,153 +93,183 @@ def _warn_secret(console: Console) -> str:
     return text
 
 
+def batch_device(batch: BatchOptions) -> str:
+    """Where the class is graded: the nodes' GPUs on a cluster, the containers' with --docker, else here."""
+    asked = batch.grading.device
+    if batch.backend != "local":
+        return resolve_device("auto") if asked == "auto" else asked  # the nodes' GPUs, not this machine's
+    if batch.docker is not None:
+        if asked == "cuda" and not batch.gpus:
+            raise BatchError("--device cuda with --docker needs --gpus (all, or indices such as 0,1)")
+        return "cpu" if asked == "cpu" or not batch.gpus else "cuda"
+    return resolve_device(asked)
+
+
+def batch_context(batch: BatchOptions, assignment: Assignment) -> Context:
+    """What every grading of the batch shares: the problems asked for, the device, the limits."""
+    known = [p.name for p in assignment.problems]
+    unknown = [p for p in batch.grading.problems or [] if p not in known]
+    if unknown:
+        raise BatchError(f"--problems: unknown problem(s) {', '.join(unknown)}; the assignment has {', '.join(known)}")
+    problems = selected_problems(assignment, batch.grading.problems)
+    device = batch_device(batch)
+    options = dataclasses.replace(batch.grading, device=device)
+    return Context(
+        assignment, problems, options, batch.spec, batch.public_only, device, batch.wall_limit(problems), options.hide
+    )
+
+
+@dataclass
+class ClassBook:
+    """The class's gradebook as the batch goes: one row per student, rewritten after every grading."""
+
+    out: Path
+    names: list[str]
+    meta: dict[str, Any]
+    order: list[str]
+    results: dict[str, Result | None] = field(default_factory=dict)
+    slot_of: dict[str, str | None] = field(default_factory=dict)
+
+    def write(self, final: bool = False, interrupted: bool = False) -> list[dict[str, Any]]:
+        rows = [gradebook.row(s, self.results.get(s), self.names, self.slot_of.get(s)) for s in self.order]
+        extra = (
+            {"finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "interrupted": interrupted}
+            if final
+            else {"running": True}
+        )
+        gradebook.write(self.out, rows, self.names, {**self.meta, **extra})
+        return rows
+
+
+def plan_tasks(
+    entries: list[Entry],
+    batch: BatchOptions,
+    ctx: Context,
+    book: ClassBook,
+    changes: ResumeChanges,
+    done: Callable[[str], None],
+) -> list[Task]:
+    """Each student's resume decision: a stored result kept (re-scored if the spec changed), an error
+    row for an entry that cannot be graded, or a task to grade. `done` is told of every decided one."""
+    names = [p.name for p in ctx.problems]
+    modules = [p.module for p in ctx.problems]
+    todo: list[Task] = []
+    for entry in entries:
+        task = prepare(entry, book.out, modules)
+        if task.out.exists():
+            remove_partial_files(task.out)
+        old = (
+            None
+            if batch.regrade
+            else previous(task.out, task.sha, ctx.assignment, names, ctx.device == "cpu", batch.retry_errors)
+        )
+        old = changes.settle(entry.student, old, task.out, commit_result)  # re-scored, or None: graded again
+        if old is not None:
+            book.results[entry.student] = old
+        elif task.error:
+            book.results[entry.student] = commit_or_error(ctx, task, ctx.error(task, task.error, "none"))
+        else:
+            todo.append(task)
+            continue
+        done(entry.student)
+    return todo
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def _grade_class(
+    entries: list[Entry], batch: BatchOptions, ctx: Context, runner: Runner, book: ClassBook, console: Console
+) -> tuple[list[dict[str, Any]], ResumeChanges]:
+    """Plan, then grade what is left, the gradebook rewritten after each; its final rows, also on Ctrl-C."""
+    changes = ResumeChanges.under(ctx.assignment)
+    interrupted = False
+    try:
+        with _TermAsInterrupt(), _progress(console) as progress:
+            bar = progress.add_task("preparing", total=len(entries))
+            todo = plan_tasks(entries, batch, ctx, book, changes, lambda _: progress.advance(bar))
+            finished = skipped = len(entries) - len(todo)
+            if changes.rescored or changes.regraded:
+                book.meta["spec_changes"] = changes.as_meta()
+                for line in changes.lines():
+                    progress.console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
+            progress.update(bar, description=f"grading ({skipped} already done)" if skipped else "grading")
+            book.write()
+            graded = _grade_all(todo, runner, ctx, progress, bar)
+            try:
+                for task, result, slot in graded:
+                    book.results[task.student], book.slot_of[task.student] = result, slot
+                    book.write()
+                    finished += 1
+                    if not console.is_terminal:  # a log: the live bar draws nothing there
+                        line = progress_line(finished, len(entries), task.student, result)
+                        console.print(line, markup=False, highlight=False, soft_wrap=True)
+            finally:
+                graded.close()  # on Ctrl-C: stops the runner and its containers first
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        rows = book.write(final=True, interrupted=interrupted)
+        shutil.rmtree(book.out / WORK, ignore_errors=True)
+        if interrupted:
+            done = sum(r["status"] != "missing" for r in rows)
+            console.print(
+                f"[yellow]interrupted:[/yellow] {done} of {len(rows)} students have results; run the same "
+                f"command again to grade the rest"
+            )
+    return rows, changes
+
+
+def closing_report(console: Console, rows: list[dict[str, Any]], book: ClassBook, changes: ResumeChanges) -> None:
+    """The class's table, then what a TA must know: spec changes, warnings, students left ungraded."""
+    console.print(batch_table(rows, book.names))
+    for line in changes.lines():
+        console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
+    for text in book.meta["warnings"]:
+        console.print(f"[bold red]warning:[/bold red] {text}")
+    errors = sum(r["status"] == "error" for r in rows)
+    if errors:
+        gradebook_csv = book.out / "gradebook.csv"
+        console.print(f"[red]{errors} student(s) could not be graded:[/red] see the error column of {gradebook_csv}")
+    files = f"{book.out / 'gradebook.csv'}, {book.out / 'summary.json'}"
+    console.print(f"wrote {files} and a folder per student in {book.out}")
+
+
 def run_batch(batch: BatchOptions) -> int:
     """`grader batch`: grade every entry of batch.submissions into batch.out. Returns the exit code."""
     # in a log (no terminal) Rich would wrap the class's table at 80 columns, a word a line
     console = Console() if sys.stdout.isatty() else Console(width=200)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     assignment = load_assignment(batch.spec, hidden=False if batch.public_only else None)
-    out = batch.out
-    out.mkdir(parents=True, exist_ok=True)
-    entries = discover(batch.submissions, exclude=[out])
-    known = [p.name for p in assignment.problems]
-    unknown = [p for p in batch.grading.problems or [] if p not in known]
-    if unknown:
-        raise BatchError(f"--problems: unknown problem(s) {', '.join(unknown)}; the assignment has {', '.join(known)}")
-    problems = selected_problems(assignment, batch.grading.problems)
-    names = [p.name for p in problems]
-    asked = batch.grading.device
-    gpus_given = bool(batch.gpus)
-    if batch.backend != "local":
-        device = resolve_device("auto") if asked == "auto" else asked  # the nodes' GPUs, not this machine's
-    elif batch.docker is not None:
-        if asked == "cuda" and not gpus_given:
-            raise BatchError("--device cuda with --docker needs --gpus (all, or indices such as 0,1)")
-        device = "cpu" if asked == "cpu" or not gpus_given else "cuda"
-    else:
-        device = resolve_device(asked)
-    options = dataclasses.replace(batch.grading, device=device)
-    ctx = Context(
-        assignment, problems, options, batch.spec, batch.public_only, device, batch.wall_limit(problems), options.hide
-    )
-
-    warnings: list[str] = []
-    if options.secret == DEFAULT_SECRET:
-        warnings.append(_warn_secret(console))
-
-    with BatchLock(out / ".batch.lock"):
-        shutil.rmtree(out / WORK, ignore_errors=True)  # leftovers of a killed run: redone below
+    batch.out.mkdir(parents=True, exist_ok=True)
+    entries = discover(batch.submissions, exclude=[batch.out])
+    ctx = batch_context(batch, assignment)
+    warnings = [_warn_secret(console)] if ctx.options.secret == DEFAULT_SECRET else []
+    with BatchLock(batch.out / ".batch.lock"):
+        shutil.rmtree(batch.out / WORK, ignore_errors=True)  # leftovers of a killed run: redone below
         runner, meta = make_runner(ctx, batch, console)
         meta = {
             "assignment": assignment.assignment.name,
             "version": assignment.assignment.version,
-            "device": device,
-            "problems": names,
+            "device": ctx.device,
+            "problems": [p.name for p in ctx.problems],
             **meta,
-            "default_secret": options.secret == DEFAULT_SECRET,
+            "default_secret": ctx.options.secret == DEFAULT_SECRET,
             "warnings": warnings + ([meta["image_warning"]] if "image_warning" in meta else []),
             "started_at": started_at,
         }
-        modules = [p.module for p in problems]
-        results: dict[str, Result | None] = {e.student: None for e in entries}
-        spec_changes = ResumeChanges.under(assignment)
-        slot_of: dict[str, str | None] = {}
-        order = [e.student for e in entries]
-
-        def book(final: bool = False, interrupted: bool = False) -> list[dict[str, Any]]:
-            rows = [gradebook.row(s, results[s], names, slot_of.get(s)) for s in order]
-            extra = (
-                {"finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "interrupted": interrupted}
-                if final
-                else {"running": True}
-            )
-            gradebook.write(out, rows, names, {**meta, **extra})
-            return rows
-
-        interrupted = False
-        try:
-            with (
-                _TermAsInterrupt(),
-                Progress(
-                    SpinnerColumn(),
-                    TextColumn("{task.description}"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TimeElapsedColumn(),
-                    console=console,
-                ) as progress,
-            ):
-                bar = progress.add_task("preparing", total=len(entries))
-                todo: list[Task] = []
-                for entry in entries:
-                    progress.update(bar, description=f"preparing {entry.student}")
-                    task = prepare(entry, out, modules)
-                    if task.out.exists():
-                        remove_partial_files(task.out)
-                    old = (
-                        None
-                        if batch.regrade
-                        else previous(task.out, task.sha, assignment, names, device == "cpu", batch.retry_errors)
-                    )
-                    old = spec_changes.settle(
-                        entry.student, old, task.out, commit_result
-                    )  # re-scored, or None: graded again
-                    if old is not None:
-                        results[entry.student] = old
-                        progress.advance(bar)
-                    elif task.error:
-                        result = commit_or_error(ctx, task, ctx.error(task, task.error, "none"))
-                        results[entry.student] = result
-                        progress.advance(bar)
-                    else:
-                        todo.append(task)
-                skipped = len(entries) - len(todo)
-                finished = skipped
-                if spec_changes.rescored or spec_changes.regraded:
-                    meta["spec_changes"] = spec_changes.as_meta()
-                    for line in spec_changes.lines():
-                        progress.console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
-                progress.update(bar, description=f"grading ({skipped} already done)" if skipped else "grading")
-                book()
-                graded = _grade_all(todo, runner, ctx, progress, bar)
-                try:
-                    for task, result, slot in graded:
-                        results[task.student], slot_of[task.student] = result, slot
-                        book()
-                        if not console.is_terminal:  # a log: the live bar draws nothing there
-                            finished += 1
-                            console.print(
-                                progress_line(finished, len(entries), task.student, result),
-                                markup=False,
-                                highlight=False,
-                                soft_wrap=True,
-                            )
-                finally:
-                    graded.close()  # on Ctrl-C: stops the runner and its containers first
-        except KeyboardInterrupt:
-            interrupted = True
-            raise
-        finally:
-            rows = book(final=True, interrupted=interrupted)
-            shutil.rmtree(out / WORK, ignore_errors=True)
-            if interrupted:
-                done = sum(r["status"] != "missing" for r in rows)
-                console.print(
-                    f"[yellow]interrupted:[/yellow] {done} of {len(rows)} students have results; run the same "
-                    f"command again to grade the rest"
-                )
-
-    console.print(batch_table(rows, names))
-    for line in spec_changes.lines():
-        console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
-    for text in meta["warnings"]:
-        console.print(f"[bold red]warning:[/bold red] {text}")
-    errors = sum(r["status"] == "error" for r in rows)
-    if errors:
-        console.print(
-            f"[red]{errors} student(s) could not be graded:[/red] see the error column of {out / 'gradebook.csv'}"
-        )
-    console.print(f"wrote {out / 'gradebook.csv'}, {out / 'summary.json'} and a folder per student in {out}")
+        book = ClassBook(batch.out, meta["problems"], meta, [e.student for e in entries])
+        rows, changes = _grade_class(entries, batch, ctx, runner, book, console)
+    closing_report(console, rows, book, changes)
     return 0
 
 

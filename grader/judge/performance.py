@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +184,91 @@ def load_reference(problem: Problem, reference_dir: Path = REFERENCE_DIR) -> Cal
 WorkerCall = Callable[[protocol.TimeRequest | protocol.LoopRequest], tuple[protocol.Timed | protocol.Looped, Any]]
 
 
+def clock_flags(median_s: float, floor_s: float, rounds: int, reported_s: float, wall_s: float) -> list[str]:
+    """Why a shape's time cannot be trusted, from the numbers alone (a pure function: CPU-tested).
+
+    `median_s` is the event-timed median of the student's rounds, `floor_s` the roofline floor;
+    `reported_s` is what the worker says a loop of `rounds` calls took and `wall_s` what the
+    orchestrator's own clock saw around that loop.
+    """
+    flags = []
+    if median_s < floor_s:
+        flags.append(
+            f"median {median_s * 1e3:.4f} ms is below the roofline floor {floor_s * 1e3:.4f} ms (impossible: timing "
+            f"subverted?)"
+        )
+    # the worker's own loop time must fit in our wall clock, and its events must not undercount it
+    if reported_s > wall_s + 1e-3:
+        flags.append(
+            f"the worker reported {reported_s:.4f} s for a loop that took {wall_s:.4f} s on the orchestrator's clock"
+        )
+    # our own clock, less a generous allowance for the pipe and Python per call, bounds the real time
+    if median_s * rounds < 0.5 * (wall_s - 2e-3 * rounds) and median_s > 50e-6:
+        flags.append(
+            f"event-timed median {median_s * 1e3:.4f} ms disagrees with {wall_s / rounds * 1e3:.4f} ms per call of "
+            f"wall time (side stream or patched timer?)"
+        )
+    return flags
+
+
+@dataclass
+class _Rounds:
+    """What the alternating timed windows of one shape gave: both sides' samples and what to check."""
+
+    student: list[float] = field(default_factory=list)
+    reference: list[float] = field(default_factory=list)
+    checks: list[tuple[int, int, list[protocol.VerifiedRound], Any]] = field(default_factory=list)
+
+
+def _alternate(
+    worker_call: WorkerCall,
+    ref_calls: list[Any],
+    shape: dict[str, Any],
+    label: tuple[str, str],
+    quiet: Callable[[], None],
+) -> _Rounds:
+    """ALTERNATIONS windows of the student's rounds, each followed by one of the reference's."""
+    rounds = _Rounds()
+    for i in range(ALTERNATIONS):
+        # the first timed call is also profiled: the kernel check applies to what is timed too
+        with trace.span(*label, f"student, alternation {i + 1}"):
+            reply, payload = worker_call(
+                protocol.TimeRequest(**shape, budget_s=BUDGET_S, min_s=MIN_S, warm=i == 0, profile=i == 0)
+            )
+        assert isinstance(reply, protocol.Timed)  # what a time request gets back (an error raises)
+        samples = list(reply.samples_s)
+        rounds.checks.append((len(rounds.student), len(samples), list(reply.verified), payload))
+        rounds.student += samples
+        with trace.span(*label, f"reference, alternation {i + 1}"):
+            quiet()
+            rounds.reference += timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
+    return rounds
+
+
+def _checked_rounds(side: ReferenceSide, case: Case, seeds: ShapeSeeds, rounds: _Rounds) -> list[str]:
+    """The sampled timed rounds checked against fresh inputs, once timing is over (never beside it)."""
+    kind, flags = side.kind, []
+    inputs = kind.make_inputs(case, generator(seeds.inputs, "cuda"))
+    for first, count, verified, payload in rounds.checks:
+        flags += verify_rounds(kind, side.problem, case, seeds, first, count, verified, payload, inputs)
+        if flags:
+            break
+    return flags
+
+
+def _wall_clock(
+    worker_call: WorkerCall, shape: dict[str, Any], median_s: float, label: tuple[str, str]
+) -> tuple[int, float, float]:
+    """A loop of the student's calls timed by the orchestrator's clock: (rounds, reported s, wall s)."""
+    rounds = max(5, min(200, int(WALL_CHECK_S / max(median_s, 1e-6))))
+    start = time.monotonic()
+    loop, _ = worker_call(protocol.LoopRequest(**shape, rounds=rounds))
+    wall = time.monotonic() - start
+    assert isinstance(loop, protocol.Looped)  # what a loop request gets back (an error raises)
+    trace.note(wall, *label, f"wall-clock check, {rounds} rounds")
+    return rounds, loop.wall_s, wall
+
+
 def measure_shape(
     worker_call: WorkerCall,
     side: ReferenceSide,
@@ -213,65 +298,20 @@ def measure_shape(
     shape: dict[str, Any] = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
     if checking:
         shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
-    student: list[float] = []
-    reference: list[float] = []
-    checks: list[tuple[int, int, list[protocol.VerifiedRound], Any]] = []
-    for i in range(ALTERNATIONS):
-        # the first timed call is also profiled: the kernel check applies to what is timed too
-        with trace.span(*label, f"student, alternation {i + 1}"):
-            reply, payload = worker_call(
-                protocol.TimeRequest(**shape, budget_s=BUDGET_S, min_s=MIN_S, warm=i == 0, profile=i == 0)
-            )
-        assert isinstance(reply, protocol.Timed)  # what a time request gets back (an error raises)
-        samples = list(reply.samples_s)
-        checks.append((len(student), len(samples), list(reply.verified), payload))
-        student += samples
-        with trace.span(*label, f"reference, alternation {i + 1}"):
-            quiet()
-            reference += timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
+    rounds = _alternate(worker_call, ref_calls, shape, label, quiet)
     with trace.span(*label, "PyTorch"):
         pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
     del ref_calls, torch_calls, ref_sets
-    flags: list[str] = []
-    if not student or any(not (s == s) or s <= 0 for s in student):
+    if not rounds.student or any(not (s == s) or s <= 0 for s in rounds.student):
         return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
-    checked = sum(len(v) for _, _, v, _ in checks)
+    flags: list[str] = []
     if checking:
         with trace.span(*label, "checking the sampled timed rounds"):
-            inputs = kind.make_inputs(case, generator(seeds.inputs, "cuda"))
-            for first, count, verified, payload in checks:
-                flags += verify_rounds(kind, side.problem, case, seeds, first, count, verified, payload, inputs)
-                if flags:
-                    break
-            del inputs
-    del checks
+            flags += _checked_rounds(side, case, seeds, rounds)
     torch.cuda.empty_cache()
-    s_meas, r_meas = timing.Measurement(student), timing.Measurement(reference)
+    s_meas, r_meas = timing.Measurement(rounds.student), timing.Measurement(rounds.reference)
     s_med = s_meas.median_ms / 1e3
-    floor = roofline_floor_s(kind, case, gpu)
-    if s_med < floor:
-        flags.append(
-            f"median {s_med * 1e3:.4f} ms is below the roofline floor {floor * 1e3:.4f} ms (impossible: timing "
-            f"subverted?)"
-        )
-    rounds = max(5, min(200, int(WALL_CHECK_S / max(s_med, 1e-6))))
-    start = time.monotonic()
-    loop, _ = worker_call(protocol.LoopRequest(**shape, rounds=rounds))
-    wall = time.monotonic() - start
-    assert isinstance(loop, protocol.Looped)  # what a loop request gets back (an error raises)
-    trace.note(wall, *label, f"wall-clock check, {rounds} rounds")
-    reported = loop.wall_s
-    # the worker's own loop time must fit in our wall clock, and its events must not undercount it
-    if reported > wall + 1e-3:
-        flags.append(
-            f"the worker reported {reported:.4f} s for a loop that took {wall:.4f} s on the orchestrator's clock"
-        )
-    # our own clock, less a generous allowance for the pipe and Python per call, bounds the real time
-    if s_med * rounds < 0.5 * (wall - 2e-3 * rounds) and s_med > 50e-6:
-        flags.append(
-            f"event-timed median {s_med * 1e3:.4f} ms disagrees with {wall / rounds * 1e3:.4f} ms per call of "
-            f"wall time (side stream or patched timer?)"
-        )
+    flags += clock_flags(s_med, roofline_floor_s(kind, case, gpu), *_wall_clock(worker_call, shape, s_med, label))
     value, unit = achieved(kind, case, s_med)
     return ShapeTiming(
         name=case.name,
@@ -284,8 +324,8 @@ def measure_shape(
         ratio=round(r_meas.median_ms / s_meas.median_ms, 4),
         achieved=round(value, 2),
         achieved_unit=unit,
-        rounds=len(student),
-        verified_rounds=checked,
+        rounds=len(rounds.student),
+        verified_rounds=sum(len(v) for _, _, v, _ in rounds.checks),
         flags=flags,
     )
 

@@ -19,10 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 #: function-level imports in worker-side modules that never run in the worker, with the reason
-NOT_IN_THE_WORKER = {
-    ("grader.spec.model", "_typed_cases"): "loading assignment.toml: the orchestrator's side",
-    ("grader.spec.model", "load_assignment"): "loading assignment.toml: the orchestrator's side",
-}
+NOT_IN_THE_WORKER: dict[tuple[str, str], str] = {}
 
 
 def worker_modules() -> dict[str, str]:
