@@ -12,7 +12,7 @@ from pathlib import Path
 from grader.batch.results import error_result
 from grader.batch.tasks import Task
 from grader.orchestrator.options import GradeOptions
-from grader.records.model import Result
+from grader.records.model import ErrorKind, Result
 from grader.spec.model import Assignment, Problem
 
 
@@ -33,11 +33,26 @@ class Context:
     wall_s: float
     hide: list[Path]
 
-    def error(self, task: Task, reason: str, isolation: str, duration: float = 0.0, gpu: str | None = None) -> Result:
-        result = error_result(self.assignment, task, reason, self.problems, self.device, isolation, duration)
+    def error(
+        self,
+        task: Task,
+        reason: str,
+        isolation: str,
+        duration: float = 0.0,
+        gpu: str | None = None,
+        kind: ErrorKind = "submission",
+    ) -> Result:
+        """An error row for what the submission did (a bad archive: kept when the batch resumes)."""
+        result = error_result(self.assignment, task, reason, self.problems, self.device, isolation, duration, kind)
         if gpu is not None:
             result.environment.device = f"cuda (GPU {gpu})"
         return result
+
+    def infra_error(
+        self, task: Task, reason: str, isolation: str, duration: float = 0.0, gpu: str | None = None
+    ) -> Result:
+        """An error row that says nothing about the submission (the grading broke): graded again on resume."""
+        return self.error(task, reason, isolation, duration, gpu, kind="infrastructure")
 
     def grade_args(self) -> list[str]:
         """`grader grade` options shared by the subprocess and container runners."""

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from grader.batch.tasks import Task
 from grader.records import gradebook
 from grader.records.files import write_atomic
-from grader.records.model import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
+from grader.records.model import AssignmentRef, Environment, ErrorKind, ProblemResult, Result, SubmissionRef
 from grader.records.report import gradescope_json, render_html
 from grader.records.text import safe_text
 from grader.spec.model import Assignment, Problem
@@ -26,9 +26,6 @@ from grader.spec.model import Assignment, Problem
 if TYPE_CHECKING:
     from grader.batch.context import Context
 
-# An error that says nothing about the submission (the engine died, the grader broke): such a
-# row is graded again by the next run instead of being kept.
-INFRA = "infrastructure: "
 MAX_RESULT_BYTES = 32 << 20
 
 
@@ -66,7 +63,8 @@ def previous(
     )
     if not same:
         return None
-    if old.status == "error" and (retry_errors or old.error.startswith(INFRA)):
+    # an error that says nothing about the submission (the engine died, the grader broke) is graded again
+    if old.status == "error" and (retry_errors or old.error_kind == "infrastructure"):
         return None
     if not (out / "report.html").exists() or not (out / "gradescope" / "results.json").exists():
         commit_result(old, out)  # killed between files: the record is whole, re-render the rest
@@ -116,6 +114,7 @@ def error_result(
     device: str,
     isolation: str,
     duration: float = 0.0,
+    kind: ErrorKind = "submission",
 ) -> Result:
     """A complete record for a submission that could not be graded, so the gradebook stays whole."""
     short = reason.strip().splitlines()[0] if reason.strip() else "error"
@@ -136,6 +135,7 @@ def error_result(
         graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
         status="error",
         error=reason.strip()[:4000],
+        error_kind=kind,
         problems=[
             ProblemResult(
                 name=p.name, title=p.title, score=0.0, max_score=p.max_score, status="error", message=short[:500]

@@ -32,7 +32,7 @@ from grader.batch.context import Context, selected_problems
 from grader.batch.discovery import WORK, Entry, discover
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
-from grader.batch.results import INFRA, commit_or_error, commit_result, previous, remove_partial_files
+from grader.batch.results import commit_or_error, commit_result, previous, remove_partial_files
 from grader.batch.resume import ResumeChanges
 from grader.batch.runner_choice import make_runner
 from grader.batch.runners import Runner
@@ -298,7 +298,7 @@ def _grade_all(
             except Cancelled:
                 raise
             except Exception as exc:  # a bug or an engine failure: an error row, never a stopped batch
-                result = ctx.error(task, f"{INFRA}{type(exc).__name__}: {exc}", "none")
+                result = ctx.infra_error(task, f"{type(exc).__name__}: {exc}", "none")
             return commit_or_error(ctx, task, result), slot
         finally:
             with lock:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from grader import ROOT, kernel_cache
 from grader.batch.context import Context
-from grader.batch.results import INFRA, BadResult, collect_result
+from grader.batch.results import BadResult, collect_result
 from grader.batch.tasks import Task
 from grader.containers.docker import Cancelled
 from grader.orchestrator.grade import grade
@@ -60,9 +60,9 @@ class InProcessRunner:
         try:
             result = grade(self.ctx.assignment, task.folder, options)
         except Exception as exc:  # grade() should not raise for a submission: keep the batch going
-            return self.ctx.error(
+            return self.ctx.infra_error(
                 task,
-                f"{INFRA}the grader failed on this submission: {type(exc).__name__}: {exc}",
+                f"the grader failed on this submission: {type(exc).__name__}: {exc}",
                 "process",
                 time.monotonic() - started,
             )
@@ -145,9 +145,9 @@ class SubprocessRunner:
             raise Cancelled()
         text = log.read_text(errors="replace") if log.exists() else ""
         if code != 0:
-            return self.ctx.error(
+            return self.ctx.infra_error(
                 task,
-                f"{INFRA}`grader grade` exited with code {code}:\n{tail_lines(text)}",
+                f"`grader grade` exited with code {code}:\n{tail_lines(text)}",
                 "process",
                 time.monotonic() - started,
                 gpu=slot,
@@ -155,9 +155,9 @@ class SubprocessRunner:
         try:
             return collect_result(out, task, self.ctx.assignment)
         except BadResult as exc:
-            return self.ctx.error(
+            return self.ctx.infra_error(
                 task,
-                f"{INFRA}`grader grade` left no usable result: {exc}",
+                f"`grader grade` left no usable result: {exc}",
                 "process",
                 time.monotonic() - started,
                 gpu=slot,
@@ -228,8 +228,8 @@ class DockerRunner:
         except Exception as exc:  # docker.errors.*, requests: the engine, not the student
             if self.runner.stopping.is_set():
                 raise Cancelled() from None
-            return self.ctx.error(
-                task, f"{INFRA}docker: {type(exc).__name__}: {exc}", "docker", time.monotonic() - started, gpu=slot
+            return self.ctx.infra_error(
+                task, f"docker: {type(exc).__name__}: {exc}", "docker", time.monotonic() - started, gpu=slot
             )
         elapsed = time.monotonic() - started
         logs = tail_lines(outcome.logs)

@@ -32,7 +32,7 @@ from rich.console import Console
 from grader.batch.context import Context
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
-from grader.batch.results import INFRA, BadResult, collect_result
+from grader.batch.results import BadResult, collect_result
 from grader.batch.tasks import Task
 from grader.cluster import node
 from grader.containers.docker import Cancelled
@@ -127,7 +127,7 @@ class RayRunner:
                 if cause is not None
                 else f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
             )
-            return self.ctx.error(task, f"{INFRA}ray: {reason}", "none", time.monotonic() - started)
+            return self.ctx.infra_error(task, f"ray: {reason}", "none", time.monotonic() - started)
         finally:
             with self._lock:
                 self._live.pop(task.student, None)
@@ -154,8 +154,8 @@ class RayRunner:
             try:
                 result = collect_result(out, task, self.ctx.assignment)
             except BadResult as exc:
-                return self.ctx.error(
-                    task, f"{INFRA}node {reply['node']} sent back no usable result: {exc}", "none", elapsed
+                return self.ctx.infra_error(
+                    task, f"node {reply['node']} sent back no usable result: {exc}", "none", elapsed
                 )
         result.submission.path = str(task.entry.source)
         result.submission.student = task.student

@@ -35,7 +35,7 @@ from rich.console import Console
 from grader.batch.context import Context
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
-from grader.batch.results import INFRA, commit_result
+from grader.batch.results import commit_result
 from grader.batch.runners import tail_lines
 from grader.batch.tasks import Task
 from grader.cluster import node
@@ -96,12 +96,12 @@ class Element:
         result = node.grade_folder(
             recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide], in_process=True
         )
-        if result.error.startswith(INFRA):
+        if result.error_kind == "infrastructure":
             ending.wait(TEARDOWN_S)  # the signal may land a moment after the grading's death
         if ending.is_set():
             os._exit(143)
         result = node.where(result, here, gpu)
-        if not result.error.startswith(INFRA):
+        if result.error_kind != "infrastructure":
             commit_result(result, Path(committed))  # the driver may be gone by now: the next run finds it
         return result
 
@@ -174,18 +174,18 @@ class SlurmRunner:
                 raise Cancelled()
             if self.queue.gone(job.job_id) and not _has_result(job):
                 log = tail_lines(job.stdout() or "")
-                reason = f"{INFRA}slurm job {job.job_id} left the queue without a result (log {job.paths.stdout})" + (
+                reason = f"slurm job {job.job_id} left the queue without a result (log {job.paths.stdout})" + (
                     f":\n{log}" if log else ""
                 )
-                return self.ctx.error(task, reason, "none", time.monotonic() - started)
+                return self.ctx.infra_error(task, reason, "none", time.monotonic() - started)
         try:
             result: Result = job.result()
         except (UncompletedJobError, FailedJobError) as exc:
             if self.stopping.is_set():
                 raise Cancelled() from None
-            return self.ctx.error(
+            return self.ctx.infra_error(
                 task,
-                f"{INFRA}slurm job {job.job_id} failed: {tail_lines(str(exc))}",
+                f"slurm job {job.job_id} failed: {tail_lines(str(exc))}",
                 "none",
                 time.monotonic() - started,
             )

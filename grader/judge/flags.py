@@ -43,11 +43,8 @@ def _short(text: str) -> str:
 
 
 def kernel_check_failure(problem: ProblemResult) -> str | None:
-    """The failed kernel check's message, if the problem has one (the orchestrator's test)."""
-    for test in problem.tests:
-        if test.name == f"{problem.name}: kernel check" and test.status != "passed":
-            return test.message or test.status
-    return None
+    """The failed kernel check's message, if the problem has one."""
+    return problem.kernel_check
 
 
 def problem_flags(problem: ProblemResult) -> list[Flag]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from grader.judge import flags, scoring
+from grader.judge import scoring
 from grader.judge.fingerprint import fingerprint, suite_of
 from grader.records.model import Performance, ProblemResult, Result
 from grader.spec.model import Assignment, Problem
@@ -62,7 +62,7 @@ def rescore_problem(stored: ProblemResult, problem: Problem, suite: str) -> Prob
     result = stored.model_copy(deep=True)
     cases = {f"{problem.name}: {c.name}": c for c in problem.suite_cases(suite)}
     tests = [t for t in result.tests if t.name in cases]
-    scoring.assign_case_points(problem, [cases[t.name] for t in tests], tests, cheat=flags.kernel_check_failure(result))
+    scoring.assign_case_points(problem, [cases[t.name] for t in tests], tests, cheat=result.kernel_check)
     if result.performance is not None:
         result.performance = _performance(problem, result.performance)
     result.max_score = problem.max_score
@@ -76,11 +76,7 @@ def rescore_result(stored: Result, assignment: Assignment) -> Result:
     names = [p.name for p in problems]
     result = stored.model_copy(deep=True)
     result.problems = problems
-    result.score = round(sum(p.score for p in problems), 4)
-    result.max_score = sum(p.max_score for p in problems)
-    result.pending_score = round(
-        sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured"), 4
-    )
+    scoring.total(result)
     result.assignment.spec = fingerprint(assignment, names, suite)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     note = (

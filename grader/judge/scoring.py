@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from grader.records.model import ProblemResult, TestResult
+from grader.records.model import ProblemResult, Result, TestResult
 from grader.spec.model import Case, Problem, Thresholds
 
 SHARE_UNIT = 1e-4  # case shares are kept to four decimals
@@ -60,15 +60,25 @@ def finish_problem(result: ProblemResult, fatal: bool) -> ProblemResult:
     result.score = round(correctness + performance, 4)
     graded = [t for t in result.tests if t.max_score > 0 or t.status != "skipped"]
     passed = [t for t in graded if t.status == "passed"]
-    failed_check = any(t.name.endswith("kernel check") for t in result.tests)
     if fatal or (graded and all(t.status == "error" for t in graded)):
         result.status = "error"
     elif not graded:
         result.status = "skipped"
-    elif failed_check or not passed:
+    elif result.kernel_check is not None or not passed:
         result.status = "failed"
     elif len(passed) == len(graded):
         result.status = "passed"
     else:
         result.status = "partial"
+    return result
+
+
+def total(result: Result) -> Result:
+    """The result's score, maximum and pending points from its problems: the one place they are added up."""
+    problems = result.problems
+    result.score = round(sum(p.score for p in problems), 4)
+    result.max_score = sum(p.max_score for p in problems)
+    result.pending_score = round(
+        sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured"), 4
+    )
     return result

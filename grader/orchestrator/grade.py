@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from grader.judge import reference_cache, scan
+from grader.judge import reference_cache, scan, scoring
 from grader.judge.fingerprint import fingerprint, suite_of
 from grader.orchestrator import trace
 from grader.orchestrator.options import (
@@ -94,10 +94,8 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
         ]
         isolation = run.isolation or isolation
         problems.append(result)
-    total = sum(p.score for p in problems)
-    pending = sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured")
     graded = [p.name for p in problems]
-    return Result(
+    result = Result(
         assignment=AssignmentRef(
             name=assignment.assignment.name,
             version=assignment.assignment.version,
@@ -110,11 +108,11 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
             files=[str(p.relative_to(submission)) for p in submission_files(submission)][:200],
         ),
         environment=environment(device, isolation),
-        score=round(total, 4),
-        max_score=assignment.max_score if not options.problems else sum(p.max_score for p in problems),
-        pending_score=round(pending, 4),
+        score=0.0,
+        max_score=0.0,
         duration_s=round(time.monotonic() - started, 3),
         graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
         warnings=warnings,
         problems=problems,
     )
+    return scoring.total(result)

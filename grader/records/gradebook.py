@@ -76,7 +76,7 @@ def row(student: str, result: Result | None, problems: list[str], slot: str | No
         total=round(result.score, 2) if graded else None,
         max=round(result.max_score, 2),
         flags=flags.labels(result) if graded else "",
-        error=one_line(result.error),
+        error=one_line(error_text(result)),
         duration_s=round(result.duration_s, 1),
         gpu=result.environment.device,
     )
@@ -110,3 +110,8 @@ def write(out: Path, rows: list[dict[str, Any]], problems: list[str], meta: dict
     """gradebook.csv and summary.json in `out`."""
     write_csv(out / "gradebook.csv", columns(problems), rows)
     write_atomic(out / "summary.json", json.dumps(summary(rows, meta), indent=2))
+
+
+def error_text(result: Result) -> str:
+    """An error as a TA reads it: one that is the grading's own fault says so (the next run grades it again)."""
+    return ("infrastructure: " if result.error_kind == "infrastructure" else "") + result.error

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grader.records.text import safe_value
 
-SCHEMA_VERSION = 1
+#: 2: the kernel check's verdict and an error's kind are fields (version 1 records still read: `_upgrade`)
+SCHEMA_VERSION = 2
+#: the name version 1 gave the test row that carried a failed kernel check, and its error prefix
+_V1_KERNEL_CHECK = ": kernel check"
+_V1_INFRA = "infrastructure: "
+
+ErrorKind = Literal["submission", "infrastructure"]
 
 TestStatus = Literal["passed", "failed", "error", "skipped"]
 ProblemStatus = Literal["passed", "partial", "failed", "error", "skipped"]
@@ -97,6 +103,9 @@ class ProblemResult(Record):
     findings: list[Finding] = Field(default_factory=list)
     output: str = ""
     duration_s: float = 0.0
+    #: why the kernel rule failed (PyTorch computed it, no Triton kernel ran): the problem earns
+    #: nothing; None when the rule held or no call was watched. Set once, by the orchestrator.
+    kernel_check: str | None = None
 
 
 class SpecFingerprint(Record):
@@ -137,6 +146,13 @@ class Environment(Record):
 
 class Result(Record):
     schema_version: int = SCHEMA_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_older(cls, data: Any) -> Any:
+        """Results written by an older grader still read, in today's fields."""
+        return _upgrade(data)
+
     assignment: AssignmentRef
     submission: SubmissionRef
     environment: Environment
@@ -147,5 +163,35 @@ class Result(Record):
     graded_at: str
     status: Literal["graded", "error"] = "graded"
     error: str = ""
+    #: whose fault an error is: the submission's (a bad archive: kept) or the grading's own (a
+    #: crashed runner, a lost node: graded again when the batch resumes)
+    error_kind: ErrorKind | None = None
     warnings: list[str] = Field(default_factory=list)
     problems: list[ProblemResult]
+
+
+def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 record in version 2's fields: facts that v1 kept in names and message prefixes."""
+    data = dict(data)
+    problems = []
+    for problem in data.get("problems") or []:
+        if isinstance(problem, dict) and "kernel_check" not in problem:
+            name = f"{problem.get('name')}{_V1_KERNEL_CHECK}"
+            failed = [t for t in problem.get("tests") or [] if isinstance(t, dict) and t.get("name") == name]
+            failed = [t for t in failed if t.get("status") != "passed"]
+            problem = {**problem, "kernel_check": (failed[0].get("message") or "failed") if failed else None}
+        problems.append(problem)
+    data["problems"] = problems
+    error = data.get("error") or ""
+    if data.get("status") == "error" and "error_kind" not in data:
+        infra = isinstance(error, str) and error.startswith(_V1_INFRA)
+        data["error"] = error.removeprefix(_V1_INFRA) if infra else error
+        data["error_kind"] = "infrastructure" if infra else "submission"
+    data["schema_version"] = SCHEMA_VERSION
+    return data
+
+
+def _upgrade(data: Any) -> Any:
+    if isinstance(data, dict) and isinstance(data.get("schema_version"), int) and data["schema_version"] < 2:
+        return _upgrade_v1(data)
+    return data

@@ -44,7 +44,7 @@ print("ok", add.best_config.kwargs)
 
 
 def _run(install: bool) -> subprocess.CompletedProcess[str]:
-    line = "from grader import interpreter_compat; assert interpreter_compat.install()" if install else ""
+    line = "from grader.harness import interpreter_compat; assert interpreter_compat.install()" if install else ""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     code = textwrap.dedent(KERNEL.format(install=line))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -66,7 +66,7 @@ def test_without_it_triton_needs_a_driver() -> None:
 
 def test_install_is_a_no_op_outside_the_interpreter() -> None:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    code = "from grader import interpreter_compat; print(interpreter_compat.install())"
+    code = "from grader.harness import interpreter_compat; print(interpreter_compat.install())"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300
     )
@@ -139,7 +139,7 @@ print("ok")
 
 def _child(code: str, install: bool, folder: Path) -> subprocess.CompletedProcess[str]:
     """Run `code` from a file: the interpreter rewrites a kernel from its source, which `-c` has not."""
-    line = "from grader import interpreter_compat; assert interpreter_compat.install()" if install else ""
+    line = "from grader.harness import interpreter_compat; assert interpreter_compat.install()" if install else ""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     script = folder / "kernels.py"
     script.write_text(textwrap.dedent(code.replace("{install}", line)))

@@ -35,7 +35,7 @@ print("compiled 12 versions")
 
 
 def _run(prepare: bool) -> subprocess.CompletedProcess[str]:
-    line = "from grader import student_runtime; student_runtime.prepare()" if prepare else ""
+    line = "from grader.harness import student_runtime; student_runtime.prepare()" if prepare else ""
     code = textwrap.dedent(MANY_VERSIONS.format(prepare=line))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)

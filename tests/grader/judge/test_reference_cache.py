@@ -68,7 +68,7 @@ def test_switched_off(tmp_path: Path, clean_env: None, monkeypatch: pytest.Monke
 CHILD = """
 import json, os, sys
 from pathlib import Path
-from grader import reference_cache
+from grader.judge import reference_cache
 folder = reference_cache.activate("2026.1", Path(sys.argv[1]))
 from triton.runtime.cache import get_cache_manager
 manager = get_cache_manager(sys.argv[2])

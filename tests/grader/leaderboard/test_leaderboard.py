@@ -107,6 +107,7 @@ def problem(
         status="passed" if score else "failed",
         tests=tests,
         performance=perf,
+        kernel_check=kernel_check,
     )
 
 

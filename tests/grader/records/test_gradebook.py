@@ -67,6 +67,7 @@ def cheat() -> ProblemResult:
         status="failed",
         tests=tests,
         findings=[Finding(file="gelu.py", line=3, rule="os-environ", message="reads os.environ")],
+        kernel_check="called the PyTorch op(s) aten::gelu in case cpu-square-fp32",
     )
 
 

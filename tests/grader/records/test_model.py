@@ -43,3 +43,48 @@ def test_gradescope_and_html(graded_reference: Path, tmp_path: Path) -> None:
     html = (tmp_path / "report.html").read_text()
     assert "GeLU" in html and f"{result.score:g}" in html
     assert json.loads((tmp_path / "gradescope" / "results.json").read_text())["score"] == result.score
+
+
+def _v1(problems: list[dict], **top: object) -> dict:
+    """A record as a version 1 grader wrote it: facts in a test's name and an error's prefix."""
+    return {
+        "schema_version": 1,
+        "assignment": {"name": "a", "version": "1"},
+        "submission": {"path": "x", "sha256": "0" * 64},
+        "environment": {"device": "cpu", "torch": "t", "triton": "t", "python": "3"},
+        "score": 0.0,
+        "max_score": 15.0,
+        "duration_s": 1.0,
+        "graded_at": "2026-01-01T00:00:00+00:00",
+        "problems": problems,
+        **top,
+    }
+
+
+def test_a_version_1_record_reads_with_its_kernel_check_as_a_field() -> None:
+    cheat = {
+        "name": "gelu",
+        "score": 0,
+        "max_score": 15,
+        "status": "failed",
+        "tests": [
+            {"name": "gelu: kernel check", "status": "failed", "score": 0, "max_score": 0, "message": "aten::gelu"}
+        ],
+    }
+    honest = {**cheat, "name": "softmax", "status": "passed", "tests": []}
+    result = Result.model_validate(_v1([cheat, honest]))
+    assert result.schema_version == SCHEMA_VERSION
+    assert [p.kernel_check for p in result.problems] == ["aten::gelu", None]
+
+
+def test_a_version_1_error_row_reads_with_its_kind() -> None:
+    infra = Result.model_validate(_v1([], status="error", error="infrastructure: the node died"))
+    bad = Result.model_validate(_v1([], status="error", error="bad archive: '..' in a member name"))
+    assert (infra.error_kind, infra.error) == ("infrastructure", "the node died")
+    assert (bad.error_kind, bad.error) == ("submission", "bad archive: '..' in a member name")
+
+
+def test_a_version_2_record_keeps_its_fields_as_written() -> None:
+    data = _v1([], status="error", error="infrastructure: literally", error_kind="submission", schema_version=2)
+    result = Result.model_validate(data)
+    assert (result.error_kind, result.error) == ("submission", "infrastructure: literally")
