@@ -110,7 +110,7 @@ class CaseRunner:
                 raise outcome.error
             assert outcome.result is not None
             cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches)
-            meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, self.device, outcome.snapshots)
+            meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, outcome.snapshots)
             verdict = check_call(kind, spec, case, self.device, expected, payload, meta, outcome.changed_inputs())
             failures = [m for m in (verdict.message if not verdict.passed else "", cheat) if m]
             if failures:

@@ -152,7 +152,6 @@ def _snapshotting(fn: Callable[..., Any], device: str, taken: Snapshots) -> Call
 def describe_outputs(
     result: CallOutput,
     inputs: dict[str, Any],
-    device: str,
     snapshots: Snapshots | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per output: the facts a copy would erase (exact type, layout, device, aliasing), and the copy.

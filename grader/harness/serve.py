@@ -107,7 +107,7 @@ def handle_call(
         if outcome.error is not None:
             raise outcome.error
         assert outcome.result is not None
-        meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, device, outcome.snapshots)
+        meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, outcome.snapshots)
     except BaseException as exc:  # noqa: BLE001
         return describe_exception(exc, submission), b""
     reply = protocol.Called(

@@ -1,4 +1,4 @@
-"""The trusted side of grading: the pipeline of DESIGN.md, one submission at a time.
+"""The trusted side of grading: the whole pipeline, one submission at a time.
 
 load spec -> check the submission -> correctness per problem (in workers) -> performance ->
 score -> the Result record. This module never imports the submission: it makes inputs and
@@ -75,7 +75,7 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     modules = {p.module for p in assignment.problems}
     sha = submission_hash(submission)
     runs = [
-        ProblemRun(assignment, p, submission, device, options, config, sha)
+        ProblemRun(p, submission, device, options, config, sha)
         for p in assignment.problems
         if not options.problems or p.name in options.problems
     ]

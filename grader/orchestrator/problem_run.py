@@ -22,7 +22,7 @@ from grader.records.model import (
 )
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.process import WorkerDied, WorkerProcess, WorkerTimeout
-from grader.spec.model import Assignment, Case, Problem
+from grader.spec.model import Case, Problem
 
 MAX_RESTARTS = 2
 
@@ -40,7 +40,6 @@ class ProblemRun:
 
     def __init__(
         self,
-        assignment: Assignment,
         problem: Problem,
         submission: Path,
         device: str,

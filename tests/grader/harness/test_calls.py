@@ -115,7 +115,7 @@ def test_describe_outputs_never_runs_a_subclass_or_reads_an_odd_tensor() -> None
         "good": torch.randn(4, 4).t(),
         "lazy": (lambda: x),
     }
-    meta, payload = calls.describe_outputs(CallOutput(outputs), {"x": x}, "cpu")
+    meta, payload = calls.describe_outputs(CallOutput(outputs), {"x": x})
     assert meta["subclass"] == {"type": f"{__name__}.Booby", "exact": False} and payload["subclass"] is None
     assert meta["sparse"]["layout"] == "sparse_coo" and payload["sparse"] is None
     assert meta["meta"]["device"] == "meta" and payload["meta"] is None

@@ -60,7 +60,7 @@ def test_guard_ignores_new_names_and_data() -> None:
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_guard_does_not_mistake_torch_compile_for_tampering() -> None:
-    """A compiled backward is allowed (DESIGN.md): compiling must not look like patching."""
+    """A compiled backward is allowed (the student API): compiling must not look like patching."""
     guard = watch.Guard()
     guard.snapshot()
 
