@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.containers.docker import DEFAULT_MEMORY, DEFAULT_PIDS
 from grader.orchestrator.options import GradeOptions
 from grader.spec.model import Problem
 
@@ -21,8 +22,8 @@ class ContainerOptions:
     """--docker: the grading image and what each container may use."""
 
     image: str | None = None  # None: triton-kernels-grader:<version>[-cpu]
-    memory: str = "16g"
-    pids: int = 4096
+    memory: str = DEFAULT_MEMORY
+    pids: int = DEFAULT_PIDS
     cpus: float | None = None  # None: this machine's cores shared out
 
 

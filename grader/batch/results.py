@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from grader.batch.tasks import Task
 from grader.records import gradebook
 from grader.records.files import write_atomic
-from grader.records.model import AssignmentRef, Environment, ErrorKind, ProblemResult, Result, SubmissionRef
+from grader.records.model import AssignmentRef, ErrorKind, ProblemResult, Result, RunEnvironment, SubmissionRef
 from grader.records.report import gradescope_json, render_html
 from grader.records.text import safe_text
 from grader.spec.model import Assignment, Problem
@@ -121,7 +121,7 @@ def error_result(
     return Result(
         assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
         submission=SubmissionRef(path=str(task.entry.source), sha256=task.sha, student=task.student),
-        environment=Environment(
+        environment=RunEnvironment(
             device=device,
             torch="",
             triton="",

@@ -8,6 +8,7 @@ from typing import Any
 
 from grader.batch.options import BatchOptions, ContainerOptions, RayOptions, SlurmOptions
 from grader.commands import cluster_options, grading_options
+from grader.containers.docker import DEFAULT_MEMORY, DEFAULT_PIDS
 
 
 def add_parser(sub: Any) -> None:
@@ -51,11 +52,13 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="grading image (default: triton-kernels-grader:<version>, or :<version>-cpu without --gpus)",
     )
-    b.add_argument("--memory", default="16g", help="memory limit per container (default 16g)")
+    b.add_argument("--memory", default=DEFAULT_MEMORY, help=f"memory limit per container (default {DEFAULT_MEMORY})")
     b.add_argument(
         "--cpus", type=float, default=None, help="CPUs per container (default: this machine's cores shared out)"
     )
-    b.add_argument("--pids", type=int, default=4096, help="process/thread limit per container (default 4096)")
+    b.add_argument(
+        "--pids", type=int, default=DEFAULT_PIDS, help=f"process/thread limit per container (default {DEFAULT_PIDS})"
+    )
     b.add_argument(
         "--container-timeout",
         type=float,
@@ -75,9 +78,7 @@ def options_from_args(args: argparse.Namespace) -> BatchOptions:
     if args.secret_file:
         hide.append(Path(args.secret_file).resolve())  # as `grader grade` does: workers never see it
     docker = (
-        ContainerOptions(image=args.image, memory=args.memory or "16g", pids=args.pids or 4096, cpus=args.cpus)
-        if args.docker
-        else None
+        ContainerOptions(image=args.image, memory=args.memory, pids=args.pids, cpus=args.cpus) if args.docker else None
     )
     return BatchOptions(
         submissions=root,

@@ -21,6 +21,9 @@ import os
 from typing import Any
 
 IMAGE_NAME = "triton-kernels-grader"
+#: what one grading container may use unless `grader batch --memory/--pids` says otherwise
+DEFAULT_MEMORY = "16g"
+DEFAULT_PIDS = 4096
 CPU_BASE_IMAGE = os.environ.get("CPU_BASE_IMAGE", "triton-kernels-cpu-base:bookworm")
 WORKER_USER = "grader-worker"
 LABEL_ROLE = "triton-kernels-grader.role"

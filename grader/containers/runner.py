@@ -9,13 +9,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.containers.docker import CAPABILITIES, LABEL_BATCH, LABEL_ROLE, LABEL_STUDENT, Cancelled
+from grader.containers.docker import (
+    CAPABILITIES,
+    DEFAULT_MEMORY,
+    DEFAULT_PIDS,
+    LABEL_BATCH,
+    LABEL_ROLE,
+    LABEL_STUDENT,
+    Cancelled,
+)
 
 
 @dataclass
 class ContainerLimits:
-    memory: str = "16g"
-    pids: int = 4096
+    memory: str = DEFAULT_MEMORY
+    pids: int = DEFAULT_PIDS
     cpus: float = 2.0
     wall_s: float = 900.0
     tmpfs: str = "4g"

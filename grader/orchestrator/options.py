@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import ROOT
-from grader.records.model import Environment
+from grader.records.model import RunEnvironment
 
 DEFAULT_SECRET = "local-default-secret"
 
@@ -63,12 +63,12 @@ def submission_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
-def environment(device: str, isolation: str) -> Environment:
+def environment(device: str, isolation: str) -> RunEnvironment:
     import torch
     import triton
 
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    return Environment(
+    return RunEnvironment(
         device=name,
         torch=torch.__version__,
         triton=triton.__version__,

@@ -134,7 +134,7 @@ class SubmissionRef(Record):
     files: list[str] = Field(default_factory=list)
 
 
-class Environment(Record):
+class RunEnvironment(Record):
     device: str
     torch: str
     triton: str
@@ -155,7 +155,7 @@ class Result(Record):
 
     assignment: AssignmentRef
     submission: SubmissionRef
-    environment: Environment
+    environment: RunEnvironment
     score: float
     max_score: float
     pending_score: float = 0.0

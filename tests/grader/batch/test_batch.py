@@ -25,7 +25,7 @@ from grader.batch.run import BatchLock, run_batch
 from grader.batch.tasks import Task
 from grader.commands.batch import options_from_args
 from grader.orchestrator.options import GradeOptions, submission_hash
-from grader.records.model import AssignmentRef, Environment, ProblemResult, Result, SubmissionRef
+from grader.records.model import AssignmentRef, ProblemResult, Result, RunEnvironment, SubmissionRef
 from grader.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,7 +62,7 @@ class FakeGrade:
         return Result(
             assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
             submission=SubmissionRef(path=str(submission), sha256=submission_hash(submission), student=student),
-            environment=Environment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
+            environment=RunEnvironment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
             score=sum(p.points.correctness for p in problems),
             max_score=sum(p.max_score for p in problems),
             duration_s=0.01,

@@ -12,7 +12,7 @@ from grader import cli
 from grader.batch.errors import BatchError
 from grader.cluster import node, ray_backend, slurm_backend
 from grader.orchestrator.options import submission_hash
-from grader.records.model import AssignmentRef, Environment, Result, SubmissionRef
+from grader.records.model import AssignmentRef, Result, RunEnvironment, SubmissionRef
 from grader.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,7 +72,7 @@ def _result(device: str) -> Result:
     return Result(
         assignment=AssignmentRef(name="a", version="1"),
         submission=SubmissionRef(path="p", sha256="0" * 64),
-        environment=Environment(device=device, torch="t", triton="t", python="3"),
+        environment=RunEnvironment(device=device, torch="t", triton="t", python="3"),
         score=0.0,
         max_score=1.0,
         duration_s=1.0,

@@ -12,11 +12,11 @@ from grader.judge import rescore
 from grader.judge.fingerprint import fingerprint
 from grader.records.model import (
     AssignmentRef,
-    Environment,
     Finding,
     Performance,
     ProblemResult,
     Result,
+    RunEnvironment,
     SubmissionRef,
     TestResult,
 )
@@ -65,7 +65,7 @@ def stored(assignment: Assignment, statuses: list[str], cheat: str | None = None
             name="triton-kernels", version=assignment.assignment.version, spec=fingerprint(assignment, ["gelu"], "cpu")
         ),
         submission=SubmissionRef(path="x", sha256="0" * 64),
-        environment=Environment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
+        environment=RunEnvironment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
         score=score,
         max_score=problem.max_score,
         pending_score=problem.points.performance,

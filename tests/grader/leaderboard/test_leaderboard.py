@@ -27,10 +27,10 @@ from grader.leaderboard.ranking import select
 from grader.leaderboard.site import build_site
 from grader.records.model import (
     AssignmentRef,
-    Environment,
     Performance,
     ProblemResult,
     Result,
+    RunEnvironment,
     ShapeTiming,
     SubmissionRef,
     TestResult,
@@ -124,7 +124,7 @@ def result(
     return Result(
         assignment=AssignmentRef(name=assignment, version="2026.1"),
         submission=SubmissionRef(path=f"/submissions/{student}", sha256=sha * 8, student=student),
-        environment=Environment(
+        environment=RunEnvironment(
             device=device, torch="2.13.0", triton="3.9.0", python="3.11.7", interpreter=device == "cpu"
         ),
         score=sum(p.score for p in problems),

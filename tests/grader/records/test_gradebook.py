@@ -12,11 +12,11 @@ from grader.judge import flags
 from grader.records import gradebook
 from grader.records.model import (
     AssignmentRef,
-    Environment,
     Finding,
     Performance,
     ProblemResult,
     Result,
+    RunEnvironment,
     ShapeTiming,
     SubmissionRef,
     TestResult,
@@ -32,7 +32,7 @@ def result(
     return Result(
         assignment=AssignmentRef(name="a", version="1"),
         submission=SubmissionRef(path="x", sha256="0" * 64, student=student),
-        environment=Environment(device="cpu", torch="t", triton="t", python="3"),
+        environment=RunEnvironment(device="cpu", torch="t", triton="t", python="3"),
         score=sum(p.score for p in problems) if status == "graded" else 0.0,
         max_score=sum(p.max_score for p in problems),
         duration_s=1.0,

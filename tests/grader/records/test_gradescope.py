@@ -10,10 +10,10 @@ from grader.course import gradescope_metadata
 from grader.records import gradescope
 from grader.records.model import (
     AssignmentRef,
-    Environment,
     Performance,
     ProblemResult,
     Result,
+    RunEnvironment,
     SubmissionRef,
     TestResult,
 )
@@ -43,7 +43,7 @@ def result(**changes: object) -> Result:
     base = Result(
         assignment=AssignmentRef(name="a", version="1"),
         submission=SubmissionRef(path="x", sha256="0" * 64),
-        environment=Environment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
+        environment=RunEnvironment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
         score=39.9998,
         max_score=120,
         pending_score=5,

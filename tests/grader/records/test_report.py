@@ -8,10 +8,10 @@ import pytest
 from grader.leaderboard.names import SALT_ENV, pseudonym
 from grader.records.model import (
     AssignmentRef,
-    Environment,
     Performance,
     ProblemResult,
     Result,
+    RunEnvironment,
     SubmissionRef,
     TestResult,
 )
@@ -36,7 +36,7 @@ def result() -> Result:
     return Result(
         assignment=AssignmentRef(name="triton-kernels", version="1"),
         submission=SubmissionRef(path="x", sha256="0" * 64, student="s-042"),
-        environment=Environment(device="cpu", torch="t", triton="t", python="3"),
+        environment=RunEnvironment(device="cpu", torch="t", triton="t", python="3"),
         score=20,
         max_score=40,
         duration_s=1,
