@@ -30,14 +30,14 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--ray-resources",
-        type=_resources,
+        type=ray_resources,
         default=None,
         help='what one grading asks Ray for, as JSON: default {"CPU": 1, "GPU": 1} with --device cuda, {"CPU": '
         '1} otherwise; custom resources too, e.g. {"CPU": 1, "grader_slot": 1}',
     )
 
 
-def _resources(text: str) -> dict[str, float]:
+def ray_resources(text: str) -> dict[str, float]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

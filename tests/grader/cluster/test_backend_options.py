@@ -11,6 +11,7 @@ import pytest
 from grader import cli
 from grader.batch.errors import BatchError
 from grader.cluster import node, ray_backend, slurm_backend
+from grader.commands import cluster_options
 from grader.orchestrator.options import submission_hash
 from grader.records.model import AssignmentRef, Result, RunEnvironment, SubmissionRef
 from grader.spec.load import load_assignment
@@ -22,7 +23,7 @@ CORRECT = ROOT / "examples" / "submissions" / "correct"
 def test_ray_asks_for_one_gpu_on_a_gpu_grading_and_cpus_otherwise() -> None:
     assert ray_backend.task_options("cuda", None) == {"num_cpus": 1.0, "num_gpus": 1.0}
     assert ray_backend.task_options("cpu", None) == {"num_cpus": 1.0, "num_gpus": 0.0}
-    given = ray_backend._resources('{"CPU": 2, "grader_slot": 1}')
+    given = cluster_options.ray_resources('{"CPU": 2, "grader_slot": 1}')
     assert ray_backend.task_options("cpu", given) == {
         "num_cpus": 2.0,
         "num_gpus": 0.0,
