@@ -26,7 +26,7 @@ from grader.judge.checks import kernel_check
 from grader.judge.performance import ShapeSeeds, review_reason, score, verify_rounds
 from grader.loading import load_file
 from grader.problems import REGISTRY
-from grader.problems.base import generator, move_inputs
+from grader.problems.base import generator
 from grader.records.model import ShapeTiming
 from grader.spec.load import load_assignment
 
@@ -69,7 +69,8 @@ def run_rounds(
     """`rounds` timed rounds in the order the timing loop runs them; the flags they earn."""
     kind = REGISTRY[problem]
     seeds = ShapeSeeds.draw("test-secret", problem, case)
-    sets = [move_inputs(kind.make_inputs(case, generator(seeds.inputs + i)), DEVICE) for i in range(2)]
+    # drawn where the grader draws them: on the GPU, with the GPU's generator
+    sets = [kind.make_inputs(case, generator(seeds.inputs + i, DEVICE)) for i in range(2)]
     calls = [kind.timed(fn, s) for s in sets]
     hooks = FreshRounds(kind, case, sets, seeds.refill, seeds.verify)
     for i in range(rounds):
@@ -78,7 +79,7 @@ def run_rounds(
         result = calls[i % 2]()
         hooks.after(result, (i + 1) % chunk == 0 or i == rounds - 1)
     verified, payload = hooks.drain()
-    checking = kind.make_inputs(case, generator(seeds.inputs))
+    checking = kind.make_inputs(case, generator(seeds.inputs, DEVICE))
     return (
         verify_rounds(kind, SPEC.problem(problem), case, seeds, 0, rounds, verified, payload, checking),
         verified,
@@ -115,7 +116,7 @@ def test_every_timed_round_sees_contents_no_earlier_round_saw() -> None:
     seen: list[str] = []
 
     def spy(a: torch.Tensor, b: torch.Tensor, activation: str | None = None) -> torch.Tensor:
-        seen.append(hashlib.sha256(a.numpy().tobytes() + b.numpy().tobytes()).hexdigest())
+        seen.append(hashlib.sha256(a.cpu().numpy().tobytes() + b.cpu().numpy().tobytes()).hexdigest())
         return honest.triton_matmul(a, b, activation)
 
     run_rounds("matmul", matmul_case(), spy, rounds=20)
@@ -156,7 +157,7 @@ def test_a_round_left_out_is_flagged() -> None:
         8,
         verified[:-1],
         {},
-        kind.make_inputs(case, generator(seeds.inputs)),
+        kind.make_inputs(case, generator(seeds.inputs, DEVICE)),
     )
     assert flags and "were not checked" in flags[0]
 
@@ -190,7 +191,7 @@ def test_one_tensor_problems_sample_rows_and_columns(problem: str, case_fields: 
     case = REGISTRY[problem].case_model(name="bench", **case_fields)
     flags, verified, _ = run_rounds(problem, case, fn, rounds=6, chunk=3)
     assert flags == [] and len(verified) >= 2
-    half = lambda x: fn(x).index_fill_(0, torch.tensor([0, 1, 2]), 0.0)  # noqa: E731 - leaves rows out
+    half = lambda x: fn(x).index_fill_(0, torch.tensor([0, 1, 2], device=x.device), 0.0)  # noqa: E731 - leaves rows out
     flags, _, _ = run_rounds(problem, case, half, rounds=12, chunk=3)
     assert flags and "timed round" in flags[0]
 
@@ -240,7 +241,7 @@ def test_attention_kernel_rule_looks_at_the_forward_only(forward_matmul: bool) -
     kind, problem = REGISTRY["flash_attention"], SPEC.problem("flash_attention")
     case = kind.case_model(name="bench", b=1, h=2, nq=32, nk=32, d=16, dtype="float32", causal=True)
     fn = _attention_with_torch_backward(forward_matmul)
-    inputs = move_inputs(kind.make_inputs(case, generator(3)), DEVICE)
+    inputs = kind.make_inputs(case, generator(3, DEVICE))
     _, profile, launches = calls.watched(kind, fn, inputs, case, DEVICE)  # what correctness and timing both watch
     verdict = kernel_check(problem, case, profile["aten_ops"], launches)
     if forward_matmul:
