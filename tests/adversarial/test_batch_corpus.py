@@ -28,6 +28,7 @@ from grader import cli
 from grader.batch.run import run_batch
 from grader.commands.batch import options_from_args
 from grader.containers import docker as containers
+from grader.containers import image
 from grader.records.model import Result
 
 pytestmark = pytest.mark.slow
@@ -99,7 +100,7 @@ def _image() -> None:
 
     try:
         client = containers.docker_client()
-        containers.build_image(
+        image.build_image(
             load_assignment(hidden=False).assignment.version, cpu=True, log=lambda line: None, client=client
         )
     except (containers.DockerUnavailable, RuntimeError) as exc:

@@ -19,7 +19,7 @@ import torch
 from grader import cli
 from grader.batch.run import run_batch
 from grader.commands.batch import options_from_args
-from grader.containers import docker as containers
+from grader.containers import gpus
 
 pytestmark = pytest.mark.gpu
 
@@ -31,8 +31,8 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_host_gpus_lists_every_cuda_device() -> None:
-    assert containers.host_gpus() == [str(i) for i in range(torch.cuda.device_count())]
-    assert containers.parse_gpus("all") == containers.host_gpus()
+    assert gpus.host_gpus() == [str(i) for i in range(torch.cuda.device_count())]
+    assert gpus.parse_gpus("all") == gpus.host_gpus()
 
 
 def test_batch_on_the_gpu_grades_and_times_each_student(tmp_path: Path) -> None:

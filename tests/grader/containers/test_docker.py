@@ -29,6 +29,8 @@ from grader.batch.run import run_batch
 from grader.batch.runners import DockerRunner
 from grader.commands.batch import options_from_args
 from grader.containers import docker as containers
+from grader.containers import gpus, runner
+from grader.containers import image as images
 from grader.records.model import Result
 from grader.spec.load import load_assignment
 
@@ -86,7 +88,7 @@ print("\\n".join(_found), flush=True)
 
 def test_gpu_container_config() -> None:
     pytest.importorskip("docker")
-    job = containers.ContainerJob(
+    job = runner.ContainerJob(
         student="alice",
         submission=Path("/srv/subs/alice"),
         out=Path("/srv/grades/.work/alice/out"),
@@ -96,8 +98,8 @@ def test_gpu_container_config() -> None:
         env={"GRADER_SECRET": "s3cret"},
         batch_label="b1",
     )
-    limits = containers.ContainerLimits(memory="24g", pids=2048, cpus=4.0, wall_s=600)
-    config = containers.container_config(job, limits)
+    limits = runner.ContainerLimits(memory="24g", pids=2048, cpus=4.0, wall_s=600)
+    config = runner.container_config(job, limits)
     (request,) = config["device_requests"]
     assert (
         request["DeviceIDs"] == ["3"] and request["Capabilities"] == [["gpu"]] and request["Count"] == 0
@@ -118,20 +120,20 @@ def test_gpu_container_config() -> None:
 
 def test_cpu_container_config_has_no_device_request() -> None:
     pytest.importorskip("docker")
-    job = containers.ContainerJob("bob", Path("/s"), Path("/o"), "img", ["grade"])
-    config = containers.container_config(job, containers.ContainerLimits())
+    job = runner.ContainerJob("bob", Path("/s"), Path("/o"), "img", ["grade"])
+    config = runner.container_config(job, runner.ContainerLimits())
     assert "device_requests" not in config
     assert config["network_mode"] == "none"
 
 
 def test_parse_gpus() -> None:
-    assert containers.parse_gpus(None) == []
-    assert containers.parse_gpus("0,1, 3") == ["0", "1", "3"]
-    assert containers.parse_gpus("all", probe=lambda: ["0", "1"]) == ["0", "1"]
+    assert gpus.parse_gpus(None) == []
+    assert gpus.parse_gpus("0,1, 3") == ["0", "1", "3"]
+    assert gpus.parse_gpus("all", probe=lambda: ["0", "1"]) == ["0", "1"]
     with pytest.raises(RuntimeError, match="no NVIDIA GPU"):
-        containers.parse_gpus("all", probe=lambda: [])
+        gpus.parse_gpus("all", probe=lambda: [])
     with pytest.raises(RuntimeError, match="twice"):
-        containers.parse_gpus("1,1")
+        gpus.parse_gpus("1,1")
 
 
 def test_gpu_batch_gives_each_container_its_own_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,13 +142,13 @@ def test_gpu_batch_gives_each_container_its_own_gpu(tmp_path: Path, monkeypatch:
     seen: list[dict[str, Any]] = []
 
     class FakeContainerRunner:
-        def __init__(self, client: Any, limits: containers.ContainerLimits) -> None:
+        def __init__(self, client: Any, limits: runner.ContainerLimits) -> None:
             self.limits = limits
             self.stopping = __import__("threading").Event()
 
-        def run(self, job: containers.ContainerJob) -> containers.ContainerOutcome:
-            seen.append(containers.container_config(job, self.limits))
-            return containers.ContainerOutcome(exit_code=3, logs="fake: no engine here")
+        def run(self, job: runner.ContainerJob) -> runner.ContainerOutcome:
+            seen.append(runner.container_config(job, self.limits))
+            return runner.ContainerOutcome(exit_code=3, logs="fake: no engine here")
 
         def kill_all(self) -> int:
             return 0
@@ -170,7 +172,7 @@ def test_gpu_batch_gives_each_container_its_own_gpu(tmp_path: Path, monkeypatch:
     assert len(seen) == 3
     assert {c["device_requests"][0]["DeviceIDs"][0] for c in seen} <= {"0", "1"}
     assert all(r["gpu"] in ("cuda (GPU 0)", "cuda (GPU 1)") for r in _gradebook(out).values())
-    assert all(c["image"] == containers.image_tag(VERSION, cpu=False) for c in seen)
+    assert all(c["image"] == images.image_tag(VERSION, cpu=False) for c in seen)
     assert all("--device" in c["command"] and c["command"][c["command"].index("--device") + 1] == "cuda" for c in seen)
     assert all(c["mem_limit"] == "32g" and c["network_mode"] == "none" for c in seen)
     rows = _gradebook(out)
@@ -180,12 +182,12 @@ def test_gpu_batch_gives_each_container_its_own_gpu(tmp_path: Path, monkeypatch:
 
 
 def test_image_context_holds_only_what_the_image_needs(tmp_path: Path) -> None:
-    containers.stage_context(ROOT, tmp_path, cpu=False)
+    images.stage_context(ROOT, tmp_path, cpu=False)
     top = {p.name for p in tmp_path.iterdir()}
     assert top == {"docker", "grader", "assignment", "reference"}
     assert (tmp_path / "docker" / "Dockerfile").exists()
     assert not list(tmp_path.rglob("__pycache__"))
-    assert len(containers.content_hash(ROOT)) == 16
+    assert len(images.content_hash(ROOT)) == 16
 
 
 # -- end to end in the CPU image ---------------------------------------------------------------------
@@ -221,8 +223,8 @@ def image(engine: Any) -> str:
         pytest.skip(f"the CPU base image {containers.CPU_BASE_IMAGE} is missing: run scripts/setup-docker.sh")
     if not list((ROOT / "docker" / "wheels").glob("torch-*.whl")):
         pytest.skip("docker/wheels/ has no torch wheel: run scripts/setup-docker.sh")
-    BUILT["content"] = containers.content_hash()  # before the build: the tree may change under a long run
-    return containers.build_image(VERSION, cpu=True, log=lambda line: None, client=engine)
+    BUILT["content"] = images.content_hash()  # before the build: the tree may change under a long run
+    return images.build_image(VERSION, cpu=True, log=lambda line: None, client=engine)
 
 
 def _run_batch(subs: Path, out: Path, *extra: str) -> int:
@@ -242,7 +244,7 @@ def secret(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.mark.docker
 def test_image_is_tagged_and_keeps_secrets_root_only(engine: Any, image: str) -> None:
-    info = containers.inspect_image(engine, image)
+    info = images.inspect_image(engine, image)
     assert image.endswith(f":{VERSION}-cpu") and info.version == VERSION and info.variant == "cpu"
     assert info.content == BUILT["content"]
     out = engine.containers.run(
