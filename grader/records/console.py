@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from grader.records.model import Result
+from grader.records.text import printable
 
 STYLE = {"passed": "green", "partial": "yellow", "failed": "red", "error": "red", "skipped": "dim"}
 
@@ -58,7 +59,7 @@ def batch_table(rows: list[dict[str, object]], problems: list[str]) -> Table:
         status = str(row.get("status", ""))
         flagged = str(row.get("flags") or "")
         table.add_row(
-            escape(str(row["student"])),
+            escape(printable(str(row["student"]))),
             f"[{'green' if status == 'graded' else 'red'}]{status}[/]",
             *[_cell(row.get(p)) for p in problems],
             _cell(row.get("total")),
@@ -79,5 +80,7 @@ def progress_line(done: int, total: int, student: str, result: Result) -> str:
 
     marks = labels(result) if result.status == "graded" else ""
     return (
-        f"[{done}/{total}] {student}: {text}" + (f"; flags: {marks}" if marks else "") + f" ({result.duration_s:.1f} s)"
+        f"[{done}/{total}] {printable(student)}: {text}"
+        + (f"; flags: {marks}" if marks else "")
+        + f" ({result.duration_s:.1f} s)"
     )

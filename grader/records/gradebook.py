@@ -20,16 +20,19 @@ from typing import Any
 from grader.judge import flags
 from grader.records.files import write_atomic
 from grader.records.model import Result
+from grader.records.text import printable
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 MAX_ERROR = 300
 
 
 def safe_cell(value: Any) -> Any:
-    """A cell a spreadsheet shows as text, never evaluates: numbers pass, risky text gets a `'`."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
+    """A cell a spreadsheet shows as text, never evaluates, and a terminal prints as text: numbers pass,
+    control characters go, risky text gets a `'`."""
+    if not isinstance(value, str):
+        return value
+    value = printable(value)
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:

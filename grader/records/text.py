@@ -8,11 +8,24 @@ HTML or CSV raised (issue 17: `grader grade` exited 1 with a PydanticSerializati
 batch stopped at that student on every run). Here every such character is written out as an
 escape instead: a byte that surrogateescape kept as `\\xff`, any other lone surrogate as `\\udcff`.
 Valid text, including every non-ASCII letter, is left as it is.
+
+Text that reaches a terminal, a CSV cell or a log is also stripped of control characters
+(`printable`): an archive member named with ESC or OSC sequences must not rewrite a TA's window
+title, clipboard (OSC 52) or screen when they `cat gradebook.csv`. Whole escape sequences go (a
+colour code leaves no `[31m` behind), then every other C0 character but tab and newline, DEL,
+and C1. The record's validator applies it to every string, so every writer reads clean text.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+#: ESC-introduced sequences: CSI (colours, cursor, erase), OSC/DCS/APC/PM strings up to BEL or ST,
+#: and any other two-character escape
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]P_^X][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+#: what is left of C0 (but tab and newline), DEL, and C1 (0x9b is a one-byte CSI)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 SURROGATES = range(0xD800, 0xE000)
 ESCAPED_BYTES = range(0xDC80, 0xDD00)  # what surrogateescape makes of the bytes 0x80-0xff
@@ -37,15 +50,21 @@ def safe_text(text: str) -> str:
     return "".join(out)
 
 
+def printable(text: str) -> str:
+    """`text` safe to write anywhere a person reads it raw: encodable, and with no control characters."""
+    text = safe_text(text).replace("\r\n", "\n")
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
 def from_bytes(data: bytes) -> str:
     """Bytes of unknown encoding as text: UTF-8 where valid, `\\xNN` for every other byte."""
     return data.decode("utf-8", errors="backslashreplace")
 
 
 def safe_value(value: Any) -> Any:
-    """`value` with safe_text applied to every str inside it (lists, tuples and dict keys too)."""
+    """`value` with printable applied to every str inside it (lists, tuples and dict keys too)."""
     if isinstance(value, str):
-        return safe_text(value)
+        return printable(value)
     if isinstance(value, list):
         return [safe_value(v) for v in value]
     if isinstance(value, tuple):

@@ -1,0 +1,62 @@
+"""Text a student controls reaches terminals, CSV cells and logs without its control characters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader.records import gradebook
+from grader.records.console import progress_line
+from grader.records.model import AssignmentRef, Result, RunEnvironment, SubmissionRef
+from grader.records.text import printable
+
+#: what a hostile archive's name did to a TA's terminal: window title, clipboard (OSC 52), erase
+#: the screen, colour, a one-byte CSI (C1), a bell, a carriage return to overwrite the line
+HOSTILE = "bob\x1b]0;pwned\x07\x1b]52;c;aGk=\x1b\\\x1b[2J\x1b[31m\x9b2K\x07\rfake,row"
+
+
+def test_escape_sequences_and_control_characters_go() -> None:
+    assert printable(HOSTILE) == "bob2Kfake,row"
+    assert printable("\x00\x08\x0b\x0c\x7f\x85") == ""
+
+
+def test_letters_tabs_and_newlines_stay() -> None:
+    honest = "Zoë 中文 naïve\tcol\nline 2"
+    assert printable(honest) == honest
+    assert printable("windows\r\nline") == "windows\nline"
+
+
+def _error_row(reason: str) -> Result:
+    return Result(
+        assignment=AssignmentRef(name="a", version="1"),
+        submission=SubmissionRef(path="x", sha256="0" * 64, student="s"),
+        environment=RunEnvironment(device="cpu", torch="", triton="", python="3"),
+        score=0.0,
+        max_score=15.0,
+        duration_s=0.0,
+        graded_at="2026-01-01T00:00:00+00:00",
+        status="error",
+        error=reason,
+        error_kind="submission",
+        problems=[],
+    )
+
+
+def test_the_record_gradebook_and_console_carry_no_control_characters(tmp_path: Path) -> None:
+    result = _error_row(f"bad archive: {HOSTILE}.zip: member '{HOSTILE}.py' is a link")
+    assert "\x1b" not in result.error and "\x07" not in result.error
+    gradebook.write(tmp_path, [gradebook.row(HOSTILE, result, ["gelu"])], ["gelu"], {})
+    for name in ("gradebook.csv", "summary.json"):
+        raw = (tmp_path / name).read_bytes()
+        assert not any(b < 0x20 and b not in (0x09, 0x0A, 0x0D) for b in raw), name
+        assert b"\xc2\x9b" not in raw and b"\x7f" not in raw, name
+    text = (tmp_path / "gradebook.csv").read_text()
+    assert "pwned" not in text and '"bob2Kfake,row"' in text  # an OSC string goes whole; the rest is kept, quoted
+    line = progress_line(1, 1, HOSTILE, result)
+    assert printable(line) == line
+
+
+def test_an_honest_name_is_kept_whole(tmp_path: Path) -> None:
+    result = _error_row("bad archive: Zoë-中文.zip is not a zip file")
+    gradebook.write(tmp_path, [gradebook.row("Zoë-中文", result, ["gelu"])], ["gelu"], {})
+    text = (tmp_path / "gradebook.csv").read_text(encoding="utf-8")
+    assert "Zoë-中文" in text and "Zoë-中文.zip is not a zip file" in text
