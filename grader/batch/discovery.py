@@ -1,7 +1,10 @@
 """Finding the class: one entry per student in the submissions folder, with ids safe as folder names.
 
 Ids come from the entry's name, a manifest (manifest.csv or manifest.json), or Gradescope's
-metadata; two entries that map to one id both stay, the second as an error row.
+metadata. Staff metadata is read only where staff put it: the submissions root, or, with
+`nested_exports`, an export folder directly under it; a student's folder holding a
+submission_metadata.yml is that student's folder, never a list of other students. An id that two
+entries claim is an error row for every claimant, named in the summary: no first-come-first-served.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class Entry:
     source: Path
     kind: str  # "folder" | "archive" | "invalid"
     error: str = ""
+    #: when several entries claim this entry's id: that id and every claimant's name
+    claimed: tuple[str, tuple[str, ...]] | None = None
 
 
 def student_id(text: str) -> str:
@@ -94,8 +99,12 @@ def _gradescope_entries(folder: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def discover(root: Path, exclude: list[Path] | None = None) -> list[Entry]:
-    """Every student entry under `root`, with ids made unique; sorted by id."""
+def discover(root: Path, exclude: list[Path] | None = None, nested_exports: bool = False) -> list[Entry]:
+    """Every student entry under `root`, with ids made unique; sorted by id.
+
+    `nested_exports`: folders under `root` that hold a submission_metadata.yml are Gradescope
+    exports (staff asked for it: `grader batch --nested-exports`), not students.
+    """
     if not root.is_dir():
         raise BatchError(f"{root} is not a folder of submissions")
     manifest = read_manifest(root)
@@ -107,7 +116,7 @@ def discover(root: Path, exclude: list[Path] | None = None) -> list[Entry]:
         for path in sorted(root.iterdir()):
             if path.name.startswith(".") or path.name in MANIFESTS or path.resolve() in skip:
                 continue
-            if path.is_dir() and (path / GRADESCOPE_METADATA).exists():
+            if nested_exports and path.is_dir() and (path / GRADESCOPE_METADATA).exists():
                 raw += _gradescope_entries(path)
             elif path.is_dir() or archives.archive_suffix(path) or archives.is_unsupported_archive(path):
                 name = (
@@ -116,26 +125,32 @@ def discover(root: Path, exclude: list[Path] | None = None) -> list[Entry]:
                     or archives.strip_archive_suffix(path.name)
                 )
                 raw.append((name, path))
-    entries: list[Entry] = []
-    taken: dict[str, Path] = {}
+    return sorted(_entries(raw), key=lambda e: e.student)
+
+
+def _entries(raw: list[tuple[str, Path]]) -> list[Entry]:
+    """One entry per (id, path); every claimant of an id claimed more than once is an error row."""
+    claims: dict[str, list[Path]] = {}
     for name, path in raw:
-        sid = student_id(name)
-        kind = "folder" if path.is_dir() and not path.is_symlink() else "archive"
-        error = ""
-        if path.is_symlink():
-            kind, error = "invalid", f"{path.name} is a symbolic link: submit the files themselves"
-        elif kind == "archive" and archives.archive_suffix(path) is None:
-            kind, error = "invalid", f"{path.name}: unsupported archive format (use .zip or .tar.gz)"
-        if sid in taken:
-            first = taken[sid]
-            n = 2
-            while f"{sid}-dup{n}" in taken:
-                n += 1
-            error = (
-                f"duplicate student id {sid!r}: {first.name} and {path.name} both map to it (fix the names "
-                f"or the manifest)"
-            )
-            sid, kind = f"{sid}-dup{n}", "invalid"
-        taken[sid] = path
-        entries.append(Entry(sid, path, kind, error))
-    return sorted(entries, key=lambda e: e.student)
+        claims.setdefault(student_id(name), []).append(path)
+    entries = []
+    for sid, paths in claims.items():
+        for n, path in enumerate(paths, start=1):
+            kind = "folder" if path.is_dir() and not path.is_symlink() else "archive"
+            error = ""
+            if path.is_symlink():
+                kind, error = "invalid", f"{path.name} is a symbolic link: submit the files themselves"
+            elif kind == "archive" and archives.archive_suffix(path) is None:
+                kind, error = "invalid", f"{path.name}: unsupported archive format (use .zip or .tar.gz)"
+            if len(paths) > 1:
+                names = ", ".join(p.name for p in paths)
+                kind, error = (
+                    "invalid",
+                    (
+                        f"duplicate student id {sid!r}: {names} all map to it, so none is graded (fix the names or the "
+                        f"manifest)"
+                    ),
+                )
+            claimed = (sid, tuple(p.name for p in paths)) if len(paths) > 1 else None
+            entries.append(Entry(sid if n == 1 else f"{sid}-dup{n}", path, kind, error, claimed))
+    return entries

@@ -58,6 +58,8 @@ class BatchOptions:
     public_only: bool = False
     regrade: bool = False
     retry_errors: bool = False
+    #: folders under the submissions root that hold a submission_metadata.yml are Gradescope exports
+    nested_exports: bool = False
     jobs: int = 1
     gpus: str | None = None  # "all" or indices such as "0,1"
     docker: ContainerOptions | None = None  # None: no containers

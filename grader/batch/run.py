@@ -42,6 +42,7 @@ from grader.orchestrator.options import DEFAULT_SECRET, resolve_device
 from grader.records import gradebook
 from grader.records.console import batch_table, progress_line
 from grader.records.model import Result
+from grader.records.text import printable
 from grader.spec.load import load_assignment
 from grader.spec.model import Assignment
 
@@ -236,6 +237,9 @@ def closing_report(console: Console, rows: list[dict[str, Any]], book: ClassBook
         console.print(f"[yellow]spec changed:[/yellow] {escape(line)}")
     for text in book.meta["warnings"]:
         console.print(f"[bold red]warning:[/bold red] {text}")
+    for sid, names in book.meta["duplicate_ids"].items():
+        claimants = escape(printable(", ".join(names)))
+        console.print(f"[bold red]duplicate id {escape(printable(sid))}:[/bold red] {claimants} (none graded)")
     errors = sum(r["status"] == "error" for r in rows)
     if errors:
         gradebook_csv = book.out / "gradebook.csv"
@@ -251,7 +255,7 @@ def run_batch(batch: BatchOptions) -> int:
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     assignment = load_assignment(batch.spec, hidden=False if batch.public_only else None)
     batch.out.mkdir(parents=True, exist_ok=True)
-    entries = discover(batch.submissions, exclude=[batch.out])
+    entries = discover(batch.submissions, exclude=[batch.out], nested_exports=batch.nested_exports)
     ctx = batch_context(batch, assignment)
     warnings = [_warn_secret(console)] if ctx.options.secret == DEFAULT_SECRET else []
     with BatchLock(batch.out / ".batch.lock"):
@@ -266,6 +270,7 @@ def run_batch(batch: BatchOptions) -> int:
             "default_secret": ctx.options.secret == DEFAULT_SECRET,
             "warnings": warnings + ([meta["image_warning"]] if "image_warning" in meta else []),
             "started_at": started_at,
+            "duplicate_ids": {e.claimed[0]: list(e.claimed[1]) for e in entries if e.claimed},
         }
         book = ClassBook(batch.out, meta["problems"], meta, [e.student for e in entries])
         rows, changes = _grade_class(entries, batch, ctx, runner, book, console)

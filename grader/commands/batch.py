@@ -30,6 +30,12 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--out", required=True, help="results folder")
     b.add_argument("--regrade", action="store_true", help="grade again even when a result for the same content exists")
     b.add_argument(
+        "--nested-exports",
+        action="store_true",
+        help="folders of SUBMISSIONS that hold a submission_metadata.yml are Gradescope exports (several "
+        "sections); without it only SUBMISSIONS itself is read as an export",
+    )
+    b.add_argument(
         "--retry-errors",
         action="store_true",
         help="grade again the students whose last result is an error (a hang, a crash, a bad archive)",
@@ -88,6 +94,7 @@ def options_from_args(args: argparse.Namespace) -> BatchOptions:
         public_only=args.public_only,
         regrade=args.regrade,
         retry_errors=args.retry_errors,
+        nested_exports=args.nested_exports,
         jobs=max(1, int(args.jobs or 1)),
         gpus=args.gpus,
         docker=docker,

@@ -12,9 +12,23 @@ from typing import Any
 
 import yaml
 
+#: an export's metadata is a few hundred bytes a student: a larger file is not one
+MAX_METADATA_BYTES = 8 << 20
+#: an id longer than this is not an id (checked before it is turned into a string)
+MAX_ID_CHARS = 200
+
 
 class _RubyTolerantLoader(yaml.SafeLoader):
-    """Safe YAML that reads Ruby's tagged values (`!ruby/object:BigDecimal ...`) as plain data."""
+    """Safe YAML that reads Ruby's tagged values (`!ruby/object:BigDecimal ...`) as plain data.
+
+    Aliases are refused: nested ones make a few hundred bytes expand into a structure of hundreds
+    of megabytes (a batch died in discovery with MemoryError), and Gradescope writes none.
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("aliases are not allowed in submission metadata")
+        return super().compose_node(parent, index)
 
 
 def _untagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
@@ -38,9 +52,11 @@ def person_id(person: dict[Any, Any]) -> str:
     sid = _key(person, "sid")
     email = _key(person, "email")
     name = _key(person, "name")
-    for value in (sid, str(email).split("@")[0] if email else None, name):
-        if value not in (None, "", "~"):
-            return str(value).strip()
+    email = email.split("@")[0] if isinstance(email, str) else None
+    for value in (sid, email, name):
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and value not in ("", "~"):
+            text = str(value).strip()
+            return text if len(text) <= MAX_ID_CHARS else ""
     return ""
 
 
@@ -56,8 +72,10 @@ def read_export_metadata(path: Path) -> dict[str, str]:
     their own names) rather than stopping the batch.
     """
     try:
+        if path.stat().st_size > MAX_METADATA_BYTES:
+            return {}
         data = yaml.load(path.read_text(encoding="utf-8", errors="replace"), Loader=_RubyTolerantLoader)
-    except (OSError, yaml.YAMLError):
+    except (OSError, yaml.YAMLError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}

@@ -167,13 +167,65 @@ def test_gradescope_export(tmp_path: Path) -> None:
     ]
 
 
-def test_duplicate_ids_become_error_rows(tmp_path: Path) -> None:
+def test_an_id_claimed_twice_is_an_error_row_for_every_claimant(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     student_folder(subs, "alice")
     zip_of(subs / "alice.zip", {"gelu.py": b"x"})
+    student_folder(subs, "bob")
     entries = discover(subs)
-    assert [e.student for e in entries] == ["alice", "alice-dup2"]
-    assert entries[1].kind == "invalid" and "duplicate student id" in entries[1].error
+    assert [e.student for e in entries] == ["alice", "alice-dup2", "bob"]
+    for entry in entries[:2]:  # neither alice.zip nor the folder alice takes the row first-come
+        assert entry.kind == "invalid" and "duplicate student id 'alice'" in entry.error
+        assert entry.claimed == ("alice", ("alice", "alice.zip"))
+    assert entries[2].kind == "folder" and entries[2].claimed is None  # the honest twin
+
+
+EXPORT_METADATA = (
+    "submission_101:\n  :submitters:\n  - :name: Alice\n    :sid: '{a}'\n"
+    "submission_102:\n  :submitters:\n  - :name: Bob\n    :sid: '{b}'\n"
+)
+
+
+def test_a_students_folder_cannot_pose_as_an_export_of_other_students(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    student_folder(subs, "alice")
+    student_folder(subs, "bob")
+    mallory = student_folder(subs, "mallory")
+    for victim in ("submission_101", "submission_102"):
+        student_folder(mallory, victim)
+    (mallory / "submission_metadata.yml").write_text(EXPORT_METADATA.format(a="alice", b="bob"))
+    entries = discover(subs)
+    assert [(e.student, e.kind, e.source.name) for e in entries] == [
+        ("alice", "folder", "alice"),
+        ("bob", "folder", "bob"),
+        ("mallory", "folder", "mallory"),
+    ]
+    # the honest twin: staff who pass --nested-exports get the sections of a course's export
+    course = tmp_path / "course"
+    section = student_folder(course, "section-a")
+    for folder in ("submission_101", "submission_102"):
+        student_folder(section, folder)
+    (section / "submission_metadata.yml").write_text(EXPORT_METADATA.format(a="1234", b="5678"))
+    assert [e.student for e in discover(course, nested_exports=True)] == ["1234", "5678"]
+    assert [e.student for e in discover(course)] == ["section-a"]
+
+
+def test_metadata_with_aliases_or_past_its_size_gives_no_ids_and_no_blow_up(tmp_path: Path) -> None:
+    subs = tmp_path / "export"
+    student_folder(subs, "submission_101")
+    # a billion laughs: 9 levels of 9 aliases, 541 bytes, hundreds of MB once expanded
+    bomb = 'a: &a ["x","x","x","x","x","x","x","x","x"]\n'
+    for level in "bcdefghi":
+        previous = chr(ord(level) - 1)
+        bomb += f"{level}: &{level} [" + ",".join([f"*{previous}"] * 9) + "]\n"
+    bomb += "submission_101:\n  :submitters:\n  - :sid: *i\n"
+    (subs / "submission_metadata.yml").write_text(bomb)
+    assert read_gradescope_metadata(subs / "submission_metadata.yml") == {}
+    assert [e.student for e in discover(subs)] == ["submission_101"]
+    (subs / "submission_metadata.yml").write_text("x" * (9 << 20))
+    assert read_gradescope_metadata(subs / "submission_metadata.yml") == {}
+    (subs / "submission_metadata.yml").write_text(EXPORT_METADATA.format(a="a" * 500, b="b"))
+    assert read_gradescope_metadata(subs / "submission_metadata.yml") == {"submission_102": "b"}
 
 
 def test_student_ids_are_safe_folder_names() -> None:
