@@ -160,7 +160,7 @@ def test_gpu_batch_gives_each_container_its_own_gpu(tmp_path: Path, monkeypatch:
         images = type("Images", (), {"get": staticmethod(lambda tag: FakeImage())})()
         containers = type("Containers", (), {"list": staticmethod(lambda **kw: [])})()
 
-    monkeypatch.setattr(containers, "ContainerRunner", FakeContainerRunner)
+    monkeypatch.setattr(runner, "ContainerRunner", FakeContainerRunner)
     monkeypatch.setattr(containers, "docker_client", lambda timeout=60: FakeClient())
     subs, out = tmp_path / "subs", tmp_path / "out"
     for name in ("a", "b", "c"):
