@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 _LEN = struct.Struct("<Q")
 MAX_HEADER = 1 << 20
+#: how deep a header's JSON may nest: every message is a few levels deep (a case's fields, a list of facts)
+MAX_DEPTH = 32
 
 
 class ProtocolError(Exception):
@@ -290,20 +292,46 @@ def recv(fd: int, deadline: float | None = None, max_blob: int = 1 << 34) -> tup
     (size,) = _LEN.unpack(_read_exact(fd, _LEN.size, deadline))
     if size > MAX_HEADER:
         raise ProtocolError(f"header of {size} bytes exceeds the {MAX_HEADER}-byte limit")
+    raw = _read_exact(fd, size, deadline)
     try:
-        header = json.loads(_read_exact(fd, size, deadline))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"header is not JSON: {exc}") from None
+        header = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: also a 5000-digit integer
+        raise ProtocolError(f"header is not JSON this grader reads: {str(exc)[:200]}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not a JSON object")
+    if _depth(header) > MAX_DEPTH:
+        raise ProtocolError(f"header nests deeper than {MAX_DEPTH} levels")
     blob_len = header.pop("blob", 0)
     if not isinstance(blob_len, int) or blob_len < 0 or blob_len > max_blob:
         raise ProtocolError(f"payload size {blob_len!r} is outside 0..{max_blob}")
     return header, _read_exact(fd, blob_len, deadline) if blob_len else b""
 
 
+def _depth(value: Any) -> int:
+    """How deep `value` nests, walked without recursion (a hostile header cannot exhaust the stack)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        todo += [(child, level + 1) for child in children if isinstance(child, (dict, list))]
+    return deepest
+
+
 def read_reply(fd: int, deadline: float, max_blob: int, expected: dict[str, type[Message]]) -> tuple[Message, bytes]:
-    """One reply of the worker, checked whole: its frame, its payload's archive, its model."""
+    """One reply of the worker, checked whole: its frame, its payload's archive, its model.
+
+    The one boundary: whatever goes wrong reading what a worker sent is a ProtocolError (which
+    costs that problem), never an exception that stops the orchestrator. Pipe timeouts and a
+    worker gone keep their own types: the sandbox tells those apart.
+    """
     header, blob = recv(fd, deadline, max_blob)
-    check_archive(blob)
-    return parse_reply(header, expected), blob
+    try:
+        check_archive(blob)
+        return parse_reply(header, expected), blob
+    except ProtocolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - data from hostile code: any failure is the reply's fault
+        raise ProtocolError(f"the reply could not be read: {type(exc).__name__}: {str(exc)[:200]}") from None

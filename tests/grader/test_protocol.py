@@ -295,3 +295,38 @@ def test_a_pickle_payload_is_refused_before_its_header_is_read() -> None:
     finally:
         os.close(read)
         os.close(write)
+
+
+def _frame(head: bytes) -> int:
+    """`head` as one frame through a real pipe; returns the read end (the caller closes it)."""
+    read, write = os.pipe()
+    os.write(write, struct.pack("<Q", len(head)) + head)
+    os.close(write)
+    return read
+
+
+@pytest.mark.parametrize(
+    ("head", "reason"),
+    [
+        (b'{"status": "ok", "x": ' + b"[" * 20000 + b"]" * 20000 + b"}", "not JSON this grader reads"),
+        (b'{"status": "ok", "x": ' + b"[" * 40 + b"]" * 40 + b"}", "nests deeper than 32"),
+        (b'{"status": "ok", "wall_s": ' + b"9" * 5000 + b"}", "not JSON this grader reads"),
+    ],
+    ids=["deep-beyond-the-parser", "deep-within-the-parser", "5000-digit-integer"],
+)
+def test_a_hostile_header_is_a_protocol_error_never_an_exception_past_it(head: bytes, reason: str) -> None:
+    read = _frame(head)
+    try:
+        with pytest.raises(protocol.ProtocolError, match=reason):
+            protocol.read_reply(read, time.monotonic() + 5, 0, {"ok": protocol.Looped})
+    finally:
+        os.close(read)
+
+
+def test_the_honest_form_of_a_nested_header_reads() -> None:
+    read = _frame(json.dumps({"status": "ok", "wall_s": 0.5, "triton_launches": 2}).encode())
+    try:
+        reply, blob = protocol.read_reply(read, time.monotonic() + 5, 0, {"ok": protocol.Looped})
+    finally:
+        os.close(read)
+    assert isinstance(reply, protocol.Looped) and reply.triton_launches == 2 and blob == b""
