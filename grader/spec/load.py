@@ -42,6 +42,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SpecError(f"{path}: assignment file not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def _typed_cases(path: Path, prob: dict[str, Any], key: str, raw_cases: list[Any], visibility: str) -> list[Case]:

@@ -29,7 +29,8 @@ class SpecError(Exception):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # no inf or nan anywhere in the spec: `time_limit_s = inf` would never stop a hung worker
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Points(Strict):

@@ -97,6 +97,8 @@ def test_minimal_spec_and_hidden_merge(tmp_path: Path) -> None:
             ["repeats case names", "'a'"],
         ),
         (lambda t: t.replace("[assignment]", "[assignment\n"), ["not valid TOML"]),
+        (lambda t: t.replace("time_limit_s = 10", "time_limit_s = inf"), ["time_limit_s", "finite"]),
+        (lambda t: t.replace("time_limit_s = 10", "time_limit_s = nan"), ["time_limit_s", "finite"]),
     ],
 )
 def test_malformed_spec_names_file_and_key(tmp_path: Path, edit, fragments: list[str]) -> None:
@@ -118,3 +120,12 @@ def test_hidden_file_naming_unknown_problem_is_an_error(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="not found"):
         load_assignment(tmp_path / "nope.toml")
+
+
+def test_a_spec_that_is_not_utf8_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "assignment.toml"
+    path.write_bytes(MINIMAL.replace("gelu", "g\xe9lu", 1).encode("latin-1"))
+    with pytest.raises(SpecError, match="not UTF-8 text"):
+        load_assignment(path)
+    path.write_bytes(MINIMAL.encode("utf-8"))  # the honest twin
+    assert load_assignment(path).problems
