@@ -160,3 +160,29 @@ def test_reading_triton_interpret_by_name_is_not_an_env_probe(tmp_path: Path) ->
     findings = scan_submission(tmp_path)
     assert [(f.line, f.rule) for f in findings if f.rule == "env-probe"] == [(5, "env-probe")], findings
     assert all(f.line == 5 for f in findings), findings
+
+
+def test_a_long_attribute_chain_costs_linear_time(tmp_path: Path) -> None:
+    """One 2 MiB helper of `a.b.b.b...` took 110 s and 1.4 GB in the orchestrator (quadratic)."""
+    import time
+
+    from grader.judge.scan import MAX_FILE_BYTES, scan_submission
+
+    line = "x = a" + ".b" * 2000 + "\n"  # about as deep as Python's parser takes, as many lines as fit
+    (tmp_path / "helper.py").write_text(line * (MAX_FILE_BYTES // len(line)))
+    (tmp_path / "gelu.py").write_text("import os\nos.environ['X'] = '1'\n")  # the honest rules still fire
+    started = time.monotonic()
+    findings = scan_submission(tmp_path)
+    assert time.monotonic() - started < 60  # seconds on a loaded 2-core machine; quadratic, it was hours
+    assert any(f.file == "gelu.py" and f.rule == "env-probe" for f in findings)
+
+
+def test_the_scan_stops_at_its_budget_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.judge import scan
+
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("import os\nos.environ['X'] = '1'\n")
+    assert {f.file for f in scan.scan_submission(tmp_path) if f.rule == "env-probe"} == {"a.py", "b.py"}
+    monkeypatch.setattr(scan, "SCAN_BUDGET_S", -1.0)
+    (stopped,) = scan.scan_submission(tmp_path)
+    assert stopped.rule == "scan-budget" and stopped.file == "a.py"
