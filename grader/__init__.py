@@ -12,7 +12,7 @@ The folders say which rules their files live under:
 - problems/: one folder per problem; spec/: the assignment as data.
 
 At the top: the kernel the worker shares with the trusted side (protocol, timing, kernel_cache,
-loading) and the handout's support (handout_support).
+loading); handout/: what `pytest handout` runs in the student's own pytest.
 """
 
 from pathlib import Path

@@ -23,23 +23,16 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from grader.handout_support import REPLAY, BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
+from grader.handout import options  # noqa: E402
+from grader.handout.support import REPLAY, BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
 from grader.harness import imports  # noqa: E402
 from grader.spec import versions  # noqa: E402
 from grader.spec.load import load_assignment  # noqa: E402
 
-DEFAULT_SUBMISSION = Path(__file__).resolve().parent.parent / "student_template"
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("handout", "Triton kernels assignment")
-    files = ", ".join(f"{p.module}.py" for p in load_assignment(hidden=False).problems)
-    group.addoption(
-        "--submission", default=str(DEFAULT_SUBMISSION), help=f"folder with {files} (default: student_template)"
-    )
-    group.addoption(
-        "--dtype", default=None, choices=["float32", "float16", "bfloat16"], help="only cases of this dtype"
-    )
+    # pyproject.toml loads grader.handout.options first (-p); this covers a run without its addopts
+    options.register(parser)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

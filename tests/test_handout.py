@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,17 @@ def test_a_problem_close_to_its_time_limit_is_warned_about_on_a_gpu() -> None:
     conftest.HAS_GPU = True
     conftest.pytest_terminal_summary(Reporter())
     assert len(lines) == 1 and "gelu's public cases took 150 s" in lines[0] and "180 s" in lines[0]
+
+
+@pytest.mark.parametrize("spelling", ["space", "equals"])
+def test_the_submissions_own_conftest_never_runs(tmp_path: Path, spelling: str) -> None:
+    """`--submission DIR` (the README's spelling) once made pytest import DIR/conftest.py before
+    the handout's guard: a GeLU the grader scores 0 passed every public test."""
+    folder = tmp_path / "sub"
+    shutil.copytree(ROOT / "examples" / "submissions" / "correct", folder)
+    marker = tmp_path / "conftest-ran"
+    (folder / "conftest.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    given = ["--submission", str(folder)] if spelling == "space" else [f"--submission={folder}"]
+    done = run_handout(*given, "-k", "gelu")
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "passed" in done.stdout and not marker.exists()

@@ -56,7 +56,7 @@ grader = ["records/templates/*", "records/templates/**/*"]
 
 [tool.pytest.ini_options]
 pythonpath = ["."]
-addopts = "--import-mode=importlib -p no:cacheprovider"
+addopts = "--import-mode=importlib -p no:cacheprovider -p grader.handout.options"
 testpaths = ["handout"]
 """
 

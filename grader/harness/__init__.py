@@ -15,7 +15,7 @@ rules, held by tests/grader/test_layout.py and tests/grader/harness/test_imports
 
 A worker loads only `grader.harness.*`, `grader.problems.*` and the kernel it shares with the
 trusted side (`grader.spec`, `grader.protocol`, `grader.timing`, `grader.kernel_cache`,
-`grader.loading`). Outside this folder only the handout's support (`grader.handout_support`, which
+`grader.loading`). Outside this folder only the handout's support (`grader.handout.support`, which
 runs in the student's own pytest) imports it.
 
 - serve: the worker's loop (requests in, replies out, over two pipes);

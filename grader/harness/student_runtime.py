@@ -9,7 +9,7 @@ recompiling one function after 8 versions by default. Here the limit is raised w
 grader's cases and shapes can ask for (each version is still compiled once and reused).
 
 `prepare()` is called by the worker before the submission is imported and by
-grader/handout_support.py when the handout's tests start.
+grader/handout/support.py when the handout's tests start.
 """
 
 from __future__ import annotations

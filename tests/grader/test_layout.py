@@ -19,7 +19,7 @@ GRADER = ROOT / "grader"
 SHARED_KERNEL = {"grader", "grader.protocol", "grader.timing", "grader.kernel_cache", "grader.loading"}
 SHARED_PACKAGES = ("grader.spec",)
 #: the only trusted module that may import the harness: pytest handout runs the same calls
-HARNESS_USERS = {"grader.handout_support"}
+HARNESS_USERS = {"grader.handout.support"}
 #: where argparse may be imported: the verbs, the CLI that lists them, the worker's own argv
 ARGPARSE_HOMES = ("grader.commands", "grader.cli", "grader.harness.serve")
 MAX_MODULE_LINES = 400

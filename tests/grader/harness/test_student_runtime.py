@@ -74,7 +74,7 @@ def test_the_worker_applies_them_before_the_submission_is_imported(tmp_path: Pat
 
 def test_the_handout_applies_the_same_ones() -> None:
     code = (
-        "import grader.handout_support, torch._dynamo.config as d; print(d.recompile_limit, "
+        "import grader.handout.support, torch._dynamo.config as d; print(d.recompile_limit, "
         "d.accumulated_recompile_limit)"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.handout_support import CaseRunner, SampleReplay
+from grader.handout.support import CaseRunner, SampleReplay
 from grader.spec.load import load_assignment
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CORRECT_GELU = ROOT / "examples" / "submissions" / "correct" / "gelu.py"
 # answers a repeat of a case from a cache keyed by the input tensor: the grader's worker gives a
 # repeat the first call's tensors with new values, so the cached answer is wrong there
@@ -102,7 +102,7 @@ def test_the_handout_reports_tampering_as_the_grader_does(
 
 def test_the_trusted_side_never_imports_the_worker() -> None:
     code = (
-        "import sys, grader.handout_support, grader.orchestrator.grade, grader.judge.performance, grader.judge.checks; "
+        "import sys, grader.handout.support, grader.orchestrator.grade, grader.judge.performance, grader.judge.checks; "
         "print('grader.harness.serve' in sys.modules)"
     )
     proc = subprocess.run(
@@ -118,7 +118,7 @@ def test_the_trusted_side_never_imports_the_worker() -> None:
 
 REPLAYED = """
 import pytest
-from grader.handout_support import REPLAY
+from grader.handout.support import REPLAY
 
 SAMPLES = [3e-3, 1e-3, 2e-3, 5e-3, 4e-3, 2.5e-3]
 
