@@ -18,7 +18,7 @@ import json
 from typing import Any, Literal
 
 from grader.records.model import SpecFingerprint
-from grader.spec.model import Assignment, Problem
+from grader.spec.model import DEFAULT_PRECISION, Assignment, Problem
 
 Suite = Literal["cpu", "gpu"]
 #: per-problem keys that only turn verdicts into points
@@ -36,6 +36,11 @@ def _problem_parts(problem: Problem, suite: Suite) -> tuple[dict[str, Any], dict
     cases = [c for c in data.pop("cases") if c["suite"] == suite]
     benchmarks = data.pop("benchmarks") if suite == "gpu" else []
     scoring = {key: data.pop(key) for key in SCORING_KEYS}
+    # how long shapes are timed decides measurements, not points; named only when not the default,
+    # so results graded before the setting existed keep their fingerprint
+    precision = scoring["thresholds"].pop("precision", DEFAULT_PRECISION)
+    if precision != DEFAULT_PRECISION:
+        data["timing_precision"] = precision
     for key in WORDING_KEYS:
         data.pop(key)
     scoring["weights"] = {c["name"]: c.pop("weight") for c in cases}

@@ -11,18 +11,21 @@ timers).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from grader import ROOT, protocol, timing
+from grader.judge import gpu_state, stopping
 from grader.judge.checks import compare, output_contract, payload_issue
 from grader.judge.scoring import geomean, performance_fraction
+from grader.judge.windows import Rounds, WorkerCall, alternate
 from grader.loading import load_function
 from grader.orchestrator import trace
 from grader.problems.base import ProblemKind, case_seed, chosen, generator, round_seed
@@ -34,13 +37,6 @@ MAX_TIMING_BLOB = 256 << 20
 #: set to 1 only to measure what verified timing costs (benchmarks): rounds as before it existed
 UNVERIFIED_ENV = "GRADER_UNVERIFIED_TIMING"
 
-# Short alternations, each with a floor of timed work: a compute-bound kernel near the tensor cores' peak makes
-# the GPU's clocks wander (5-10% spread on an H200), and only fine interleaving puts both sides
-# on the same part of that wander. Two alternations of 10+ rounds measured one such shape at
-# 0.91-0.93 of itself; the grader's own noise target is 0.97-1.03.
-ALTERNATIONS = 6
-BUDGET_S = 0.25  # per side and alternation
-MIN_S = 0.05  # at least this much timed work per side and alternation
 PYTORCH_BUDGET_S = 0.4
 INPUT_SETS = 2
 WALL_CHECK_S = 0.25
@@ -180,10 +176,6 @@ def load_reference(problem: Problem, reference_dir: Path = REFERENCE_DIR) -> Cal
     return load_function(reference_dir, problem.module, problem.function)
 
 
-#: sends one timing request to the student's worker: its reply (an error raises) and payload
-WorkerCall = Callable[[protocol.TimeRequest | protocol.LoopRequest], tuple[protocol.Timed | protocol.Looped, Any]]
-
-
 def clock_flags(median_s: float, floor_s: float, rounds: int, reported_s: float, wall_s: float) -> list[str]:
     """Why a shape's time cannot be trusted, from the numbers alone (a pure function: CPU-tested).
 
@@ -211,41 +203,7 @@ def clock_flags(median_s: float, floor_s: float, rounds: int, reported_s: float,
     return flags
 
 
-@dataclass
-class _Rounds:
-    """What the alternating timed windows of one shape gave: both sides' samples and what to check."""
-
-    student: list[float] = field(default_factory=list)
-    reference: list[float] = field(default_factory=list)
-    checks: list[tuple[int, int, list[protocol.VerifiedRound], Any]] = field(default_factory=list)
-
-
-def _alternate(
-    worker_call: WorkerCall,
-    ref_calls: list[Any],
-    shape: dict[str, Any],
-    label: tuple[str, str],
-    quiet: Callable[[], None],
-) -> _Rounds:
-    """ALTERNATIONS windows of the student's rounds, each followed by one of the reference's."""
-    rounds = _Rounds()
-    for i in range(ALTERNATIONS):
-        # the first timed call is also profiled: the kernel check applies to what is timed too
-        with trace.span(*label, f"student, alternation {i + 1}"):
-            reply, payload = worker_call(
-                protocol.TimeRequest(**shape, budget_s=BUDGET_S, min_s=MIN_S, warm=i == 0, profile=i == 0)
-            )
-        assert isinstance(reply, protocol.Timed)  # what a time request gets back (an error raises)
-        samples = list(reply.samples_s)
-        rounds.checks.append((len(rounds.student), len(samples), list(reply.verified), payload))
-        rounds.student += samples
-        with trace.span(*label, f"reference, alternation {i + 1}"):
-            quiet()
-            rounds.reference += timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
-    return rounds
-
-
-def _checked_rounds(side: ReferenceSide, case: Case, seeds: ShapeSeeds, rounds: _Rounds) -> list[str]:
+def _checked_rounds(side: ReferenceSide, case: Case, seeds: ShapeSeeds, rounds: Rounds) -> list[str]:
     """The sampled timed rounds checked against fresh inputs, once timing is over (never beside it)."""
     kind, flags = side.kind, []
     inputs = kind.make_inputs(case, generator(seeds.inputs, "cuda"))
@@ -276,6 +234,7 @@ def measure_shape(
     seeds: ShapeSeeds,
     gpu: str,
     quiet: Callable[[], None] = lambda: None,
+    rule: stopping.Rule | None = None,
 ) -> ShapeTiming:
     """Time one benchmark shape on both sides; flags say why a time cannot be trusted.
 
@@ -298,7 +257,8 @@ def measure_shape(
     shape: dict[str, Any] = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
     if checking:
         shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
-    rounds = _alternate(worker_call, ref_calls, shape, label, quiet)
+    rule = rule or rule_for(side.problem)
+    rounds = alternate(worker_call, ref_calls, shape, label, quiet, rule, gpu_state.Monitor())
     with trace.span(*label, "PyTorch"):
         pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
     del ref_calls, torch_calls, ref_sets
@@ -313,6 +273,8 @@ def measure_shape(
     s_med = s_meas.median_ms / 1e3
     flags += clock_flags(s_med, roofline_floor_s(kind, case, gpu), *_wall_clock(worker_call, shape, s_med, label))
     value, unit = achieved(kind, case, s_med)
+    ratio = r_meas.median_ms / s_meas.median_ms
+    low, high = stopping.interval(ratio, rounds.ratios)
     return ShapeTiming(
         name=case.name,
         case=kind.describe(case),
@@ -321,7 +283,12 @@ def measure_shape(
         reference_ms=round(r_meas.median_ms, 5),
         reference_spread_ms=round(r_meas.iqr_ms, 5),
         pytorch_ms=round(pytorch.median_ms, 5),
-        ratio=round(r_meas.median_ms / s_meas.median_ms, 4),
+        ratio=round(ratio, 4),
+        ratio_low=round(low, 4) if math.isfinite(high) else None,
+        ratio_high=round(high, 4) if math.isfinite(high) else None,
+        alternations=len(rounds.ratios),
+        stopped=rounds.stopped,
+        gpu_state=gpu_state.summary(rounds.samples, rounds.retimed, rounds.throttled),
         achieved=round(value, 2),
         achieved_unit=unit,
         rounds=len(rounds.student),
@@ -330,17 +297,32 @@ def measure_shape(
     )
 
 
-def review_reason(problem: Problem, shapes: list[ShapeTiming]) -> str | None:
-    """Speedups a person should look at before grades are published (they cost no points)."""
-    bound = problem.thresholds.review_above
-    fast = [s for s in shapes if s.ratio and s.ratio > bound]
-    if not fast:
-        return None
-    shown = ", ".join(f"{s.name} {s.ratio:.2f}x" for s in fast)
-    return (
-        f"faster than the staff reference by more than {bound:g}x on {shown}: the points stand; staff should "
-        f"look before publishing"
+def rule_for(problem: Problem) -> stopping.Rule:
+    """The stopping rule of `problem`'s shapes: its thresholds, performance points and precision."""
+    return stopping.Rule(
+        problem.thresholds, problem.points.performance, problem.thresholds.precision, max(1, len(problem.benchmarks))
     )
+
+
+def review_reason(problem: Problem, shapes: list[ShapeTiming]) -> str | None:
+    """What a person should look at before grades are published (it costs no points): speedups past
+    the spec's bound, and ratios measured while the GPU stayed throttled."""
+    bound = problem.thresholds.review_above
+    reasons = []
+    fast = [s for s in shapes if s.ratio and s.ratio > bound]
+    if fast:
+        shown = ", ".join(f"{s.name} {s.ratio:.2f}x" for s in fast)
+        reasons.append(
+            f"faster than the staff reference by more than {bound:g}x on {shown}: the points stand; staff should "
+            f"look before publishing"
+        )
+    throttled = [s.name for s in shapes if s.gpu_state is not None and s.gpu_state.throttled]
+    if throttled:
+        reasons.append(
+            f"the GPU was throttled while {', '.join(throttled)} was timed, after {gpu_state.MAX_RETIMES} re-timings: "
+            f"grade again before publishing"
+        )
+    return "; ".join(reasons) or None
 
 
 def score(problem: Problem, shapes: list[ShapeTiming], gpu: str) -> Performance:
@@ -357,6 +339,8 @@ def score(problem: Problem, shapes: list[ShapeTiming], gpu: str) -> Performance:
         )
     mean = geomean(ratios)
     points = round(problem.points.performance * performance_fraction(problem.thresholds, mean), 4)
+    halves = [math.log(s.ratio_high / s.ratio) if s.ratio and s.ratio_high else math.inf for s in shapes]
+    low, high = stopping.score_interval(problem.thresholds, problem.points.performance, mean, halves)
     return Performance(
         status="measured",
         score=points,
@@ -365,4 +349,6 @@ def score(problem: Problem, shapes: list[ShapeTiming], gpu: str) -> Performance:
         gpu=gpu,
         shapes=shapes,
         review=review_reason(problem, shapes),
+        score_low=low,
+        score_high=high,
     )

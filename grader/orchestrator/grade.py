@@ -8,6 +8,8 @@ expected outputs, sends inputs to a worker, and judges the data that comes back.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,6 +55,23 @@ def _checked(run: ProblemRun) -> list[TestResult]:
         return run.check()
 
 
+@contextmanager
+def _timing_lease(runs: list[ProblemRun], checked: list[list[TestResult]]) -> Iterator[None]:
+    """The GPU alone for this submission's timing, once for all its problems (one wait, not one per
+    problem): other gradings' correctness calls wait, and they run again as soon as it is done."""
+    timed = [run for run, tests in zip(runs, checked) if run.will_time(tests)]
+    lease = timed[0].lease if timed else None
+    if lease is None:
+        yield
+        return
+    for run in runs:
+        run.pause()  # stopped before the wait: nothing of ours runs while others are timed either
+    asked = time.monotonic()
+    with lease.exclusive():
+        timed[0].phases.gpu_wait_s += time.monotonic() - asked
+        yield
+
+
 def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Result:
     """Grade one submission folder; never raises for anything the submission does."""
     started = time.monotonic()
@@ -81,19 +100,20 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     ]
     with trace.span("all problems", "correctness"):
         checked = _check_all(runs, options.parallel or (len(runs) if device == "cuda" else 1))
-    for run, tests in zip(runs, checked):
-        for other in runs:  # nothing else of this submission runs while one problem is timed
-            if other is not run:
-                other.pause()
-        result = run.finish(tests)
-        # a finding in a helper file (not one of the four modules) could serve any problem
-        result.findings = [
-            f
-            for f in findings
-            if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules
-        ]
-        isolation = run.isolation or isolation
-        problems.append(result)
+    with _timing_lease(runs, checked):
+        for run, tests in zip(runs, checked):
+            for other in runs:  # nothing else of this submission runs while one problem is timed
+                if other is not run:
+                    other.pause()
+            result = run.finish(tests)
+            # a finding in a helper file (not one of the four modules) could serve any problem
+            result.findings = [
+                f
+                for f in findings
+                if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules
+            ]
+            isolation = run.isolation or isolation
+            problems.append(result)
     graded = [p.name for p in problems]
     result = Result(
         assignment=AssignmentRef(

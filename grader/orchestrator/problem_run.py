@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +13,13 @@ import torch
 from grader import kernel_cache, protocol
 from grader.judge import performance, scoring
 from grader.judge.checks import case_label, check_call, kernel_check
-from grader.orchestrator import trace
+from grader.orchestrator import gpu_lease, trace
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
 from grader.records.model import (
     Performance,
+    Phases,
     ProblemResult,
     TestResult,
 )
@@ -64,10 +67,33 @@ class ProblemRun:
         self.started = 0.0
         self.checked_at = 0.0
         self.cases: list[Case] = []
+        #: the GPU's lease: correctness calls shared with other gradings, timed windows alone
+        self.lease = gpu_lease.for_device(device)
+        self.phases = Phases()
+
+    @contextmanager
+    def _gpu(self) -> Iterator[None]:
+        """Hold the GPU's lease (nothing on the CPU); the wait is this problem's `gpu_wait_s`."""
+        if self.lease is None:
+            yield
+            return
+        asked = time.monotonic()
+        with self.lease.shared():
+            waited = time.monotonic() - asked
+            self.phases.gpu_wait_s += waited
+            self.deadline += waited  # waiting for others' timing is not this problem's time
+            yield
 
     # -- worker lifecycle ------------------------------------------------------------------------
 
     def _start_worker(self) -> None:
+        started = time.monotonic()
+        try:
+            self._spawn_worker()
+        finally:
+            self.phases.worker_start_s += time.monotonic() - started
+
+    def _spawn_worker(self) -> None:
         worker = WorkerProcess(
             self.config,
             self.submission,
@@ -97,7 +123,15 @@ class ProblemRun:
     # -- one call ---------------------------------------------------------------------------------
 
     def _call(self, case: Case, repeat: int) -> tuple[bool, str]:
-        """(passed, message) for one call with fresh inputs."""
+        """(passed, message) for one call with fresh inputs, holding the GPU beside other gradings' calls."""
+        with self._gpu():
+            try:
+                return self._held_call(case, repeat)
+            finally:
+                if self.lease is not None:
+                    self.pause()  # a worker runs only while its grading holds the GPU
+
+    def _held_call(self, case: Case, repeat: int) -> tuple[bool, str]:
         seed = case_seed(self.options.secret, self.problem.name, case, repeat)
         label = (self.problem.name, case.name, repeat)
         with trace.span(*label, "inputs"):
@@ -211,6 +245,7 @@ class ProblemRun:
             if self.options.progress:
                 self.options.progress(f"{self.problem.name}: {case.name} {status}")
         self.checked_at = time.monotonic()
+        self.phases.correctness_s = round(self.checked_at - self.started, 3)
         return tests
 
     def finish(self, tests: list[TestResult]) -> ProblemResult:
@@ -218,7 +253,9 @@ class ProblemRun:
         # time spent waiting for other problems' timing does not count against this problem's limit
         waited = time.monotonic() - self.checked_at
         self.deadline += waited
+        timing_started = time.monotonic()
         perf = self._performance(tests)
+        self.phases.timing_s = round(time.monotonic() - timing_started, 3)
         if self.kernel_slot is not None and self.worker is not None:
             saving = time.monotonic()
             kept = self.worker.save_kernel_cache(self.kernel_slot)
@@ -234,6 +271,14 @@ class ProblemRun:
 
     # -- performance ------------------------------------------------------------------------------
 
+    def _clean(self, tests: list[TestResult]) -> bool:
+        return not (self.cheat or self.fatal) and bool(tests) and all(t.status == "passed" for t in tests)
+
+    def will_time(self, tests: list[TestResult]) -> bool:
+        """Whether the performance half will time anything (grade() takes the GPU alone for it)."""
+        timed_here = self.device == "cuda" and self.options.time_performance and bool(self.problem.benchmarks)
+        return timed_here and self._clean(tests)
+
     def _performance(self, tests: list[TestResult]) -> Performance:
         points = self.problem.points.performance
         if self.device != "cuda":
@@ -242,7 +287,7 @@ class ProblemRun:
             )
         if not self.options.time_performance:
             return Performance(status="not_measured", reason="timing was switched off for this run", max_score=points)
-        if self.cheat or self.fatal or not tests or any(t.status != "passed" for t in tests):
+        if not self._clean(tests):
             return Performance(
                 status="skipped", reason="timed only once every correctness test passes", score=0.0, max_score=points
             )
@@ -307,6 +352,9 @@ class ProblemRun:
                 raise _TimingFailed(self.cheat)
         return reply, payload
 
+    def _rounded_phases(self) -> Phases:
+        return Phases(**{k: round(v, 3) for k, v in self.phases.model_dump().items()})
+
     def _result(
         self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float
     ) -> ProblemResult:
@@ -330,6 +378,7 @@ class ProblemRun:
             output="\n".join(self.output)[-20000:],
             duration_s=round(duration, 3),
             kernel_check=self.cheat,
+            phases=self._rounded_phases(),
         )
         if not cases:
             result.message = f"no {'GPU' if self.device == 'cuda' else 'CPU'} cases: not yet part of the assignment"

@@ -49,6 +49,25 @@ class TestResult(Record):
     duration_s: float = 0.0
 
 
+class GpuState(Record):
+    """What NVML said about the GPU around one shape's timed windows (grader/orchestrator/gpu_state.py).
+
+    Appeals are settled from these: a ratio measured while the GPU throttled is marked, never
+    silently scored.
+    """
+
+    sm_clock_mhz: list[int] = Field(default_factory=list)  # lowest and highest seen
+    memory_clock_mhz: list[int] = Field(default_factory=list)
+    temperature_c: int | None = None  # highest seen
+    power_w: float | None = None  # highest seen
+    #: every throttle reason NVML reported at a window's edges (benign ones included, e.g. sw_power_cap)
+    throttle_reasons: list[str] = Field(default_factory=list)
+    #: windows timed again because a slowdown (thermal, power brake, hardware) was set around them
+    retimed_windows: int = 0
+    #: a slowdown was still set after the re-timings: this shape's ratio is marked in the report
+    throttled: bool = False
+
+
 class ShapeTiming(Record):
     """One benchmark shape: the student's and the reference's times, measured in the same run."""
 
@@ -66,6 +85,14 @@ class ShapeTiming(Record):
     #: rounds whose outputs were checked against the float64 definition while timed
     verified_rounds: int = 0
     flags: list[str] = Field(default_factory=list)
+    #: the ratio's 95% confidence interval, from the spread of the alternations' ratios
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    #: alternations of student and reference windows timed, and why timing stopped there
+    #: (grader/judge/stopping.py: "settled", "precise", "capped", "most")
+    alternations: int = 0
+    stopped: str = ""
+    gpu_state: GpuState | None = None
 
 
 class Performance(Record):
@@ -78,6 +105,19 @@ class Performance(Record):
     shapes: list[ShapeTiming] = Field(default_factory=list)
     #: set when a shape's speed ratio is above the spec's review bound: points stand, a person looks
     review: str | None = None
+    #: the points the ratios' confidence intervals allow (score lies between them)
+    score_low: float | None = None
+    score_high: float | None = None
+
+
+class Phases(Record):
+    """Where one problem's grading spent its wall time: `grader batch` sums them over the class."""
+
+    worker_start_s: float = 0.0
+    correctness_s: float = 0.0
+    timing_s: float = 0.0
+    #: waiting for the GPU's lease (another grading's timed window, or its calls before ours)
+    gpu_wait_s: float = 0.0
 
 
 class Finding(Record):
@@ -106,6 +146,7 @@ class ProblemResult(Record):
     #: why the kernel rule failed (PyTorch computed it, no Triton kernel ran): the problem earns
     #: nothing; None when the rule held or no call was watched. Set once, by the orchestrator.
     kernel_check: str | None = None
+    phases: Phases | None = None
 
 
 class SpecFingerprint(Record):

@@ -48,6 +48,9 @@ class Tier(Strict):
     fraction: float = Field(ge=0, le=1)
 
 
+DEFAULT_PRECISION = 0.1
+
+
 class Thresholds(Strict):
     """Turns a speed ratio (t_reference / t_student) into a fraction of the performance points.
 
@@ -60,6 +63,9 @@ class Thresholds(Strict):
     tiers: list[Tier] = Field(default_factory=list)
     #: a shape faster than the reference by more than this is marked for review (no points change)
     review_above: float = Field(default=1.5, gt=1)
+    #: points: a shape is timed until its ratio's interval spans fewer points than this, or lies
+    #: wholly where the points do not change (grader/judge/stopping.py)
+    precision: float = Field(default=DEFAULT_PRECISION, gt=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> Thresholds:
