@@ -1,0 +1,158 @@
+"""The stopping rule of a shape's timing, on synthetic timings: a grade is never changed by stopping early."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from grader.judge import gpu_state, stopping, windows
+from grader.judge.stopping import MAX_ALTERNATIONS, MIN_ALTERNATIONS, Rule
+from grader.spec.model import Thresholds, Tier
+
+LINEAR = Thresholds(full_at=0.9, zero_at=0.3)
+
+
+def rule(thresholds: Thresholds = LINEAR, points: float = 10.0, precision: float = 0.1, shapes: int = 2) -> Rule:
+    return Rule(thresholds, points, precision, shapes)
+
+
+def noisy(ratio: float, spread: float, n: int, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [ratio * math.exp(rng.gauss(0.0, spread)) for _ in range(n)]
+
+
+def test_never_before_the_minimum_however_clear() -> None:
+    for done in range(1, MIN_ALTERNATIONS):
+        assert rule().verdict(0.03, [0.03] * done, student_s=0.1) is None
+
+
+def test_far_below_zero_at_is_settled_at_the_minimum() -> None:
+    """A FlashAttention at 0.03 of the reference earns nothing after three alternations as after sixty rounds."""
+    ratios = noisy(0.03, 0.05, MIN_ALTERNATIONS)
+    assert rule().verdict(0.03, ratios, student_s=0.5) == "settled"
+
+
+def test_at_or_above_full_at_is_settled() -> None:
+    ratios = noisy(1.0, 0.01, MIN_ALTERNATIONS, seed=1)
+    assert rule().verdict(1.0, ratios, student_s=0.3) == "settled"
+
+
+def test_an_interval_that_straddles_full_at_is_not_settled() -> None:
+    ratios = [0.85, 0.95, 0.90]
+    assert rule(precision=0.001).verdict(0.9, ratios, student_s=0.3) is None
+
+
+def test_inside_one_tier_is_settled() -> None:
+    tiers = Thresholds(tiers=[Tier(ratio=0.5, fraction=0.5), Tier(ratio=1.0, fraction=1.0)])
+    assert rule(tiers).verdict(0.7, [0.69, 0.70, 0.71], student_s=0.3) == "settled"
+    assert rule(tiers).verdict(0.5, [0.45, 0.50, 0.55], student_s=0.3) is None
+
+
+def test_a_steady_ratio_between_the_thresholds_stops_when_precise() -> None:
+    steady = noisy(0.6, 0.0005, MIN_ALTERNATIONS, seed=2)
+    assert rule().verdict(0.6, steady, student_s=0.3) == "precise"
+
+
+def test_a_noisy_ratio_between_the_thresholds_runs_to_the_most() -> None:
+    ratios = noisy(0.6, 0.05, MAX_ALTERNATIONS - 1, seed=3)
+    assert rule().verdict(0.6, ratios, student_s=0.3) is None
+    ratios = noisy(0.6, 0.05, MAX_ALTERNATIONS, seed=3)
+    assert rule().verdict(0.6, ratios, student_s=0.3) == "most"
+
+
+def test_a_slow_kernel_is_capped() -> None:
+    ratios = noisy(0.6, 0.05, MIN_ALTERNATIONS, seed=4)
+    assert rule().verdict(0.6, ratios, student_s=stopping.STUDENT_CAP_S) == "capped"
+    assert rule().verdict(0.6, ratios, student_s=stopping.STUDENT_CAP_S / 2) is None
+
+
+def test_the_interval_holds_the_ratio_and_narrows_with_agreement() -> None:
+    wide = stopping.interval(0.6, [0.5, 0.7, 0.6])
+    narrow = stopping.interval(0.6, [0.59, 0.61, 0.60])
+    assert wide[0] < narrow[0] < 0.6 < narrow[1] < wide[1]
+    assert stopping.interval(0.6, [0.6]) == (0.0, math.inf)
+
+
+def test_stopping_early_never_changes_the_points() -> None:
+    """Over many synthetic shapes, the points at the early stop equal those after MAX_ALTERNATIONS
+    whenever the stop was 'settled' (both ends of the interval give the same points)."""
+    for seed in range(200):
+        rng = random.Random(seed)
+        true = rng.choice([0.02, 0.1, 0.25, 0.95, 1.1, 1.6])
+        ratios = noisy(true, 0.01, MAX_ALTERNATIONS, seed)
+        for done in range(MIN_ALTERNATIONS, MAX_ALTERNATIONS + 1):
+            seen = ratios[:done]
+            ratio = math.exp(sum(map(math.log, seen)) / done)
+            if rule().verdict(ratio, seen, student_s=0.1) == "settled":
+                assert stopping.points(LINEAR, 10, ratio) == stopping.points(LINEAR, 10, true)
+                break
+
+
+def test_score_interval_spans_the_points_the_ratios_allow() -> None:
+    low, high = stopping.score_interval(LINEAR, 10, 0.6, [0.02, 0.02])
+    assert low < stopping.points(LINEAR, 10, 0.6) < high
+    assert stopping.score_interval(LINEAR, 10, 1.2, [0.01]) == (10.0, 10.0)
+    assert stopping.score_interval(LINEAR, 10, 0.6, [math.inf]) == (0.0, 10)
+
+
+class Script:
+    """A fake pair of windows: the alternation's student and reference rounds from a list."""
+
+    def __init__(self, pairs: list[tuple[list[float], list[float]]]) -> None:
+        self.pairs, self.calls = list(pairs), 0
+
+    def __call__(self, worker_call, ref_calls, shape, first, label, quiet):  # type: ignore[no-untyped-def]
+        student, reference = self.pairs[self.calls]
+        self.calls += 1
+        return student, reference, (len(student), [], {})
+
+
+class FakeMonitor:
+    def __init__(self, slow: list[bool]) -> None:
+        self.slow, self.n = slow, 0
+
+    def sample(self) -> gpu_state.Sample:
+        alternation = self.n // 2
+        self.n += 1
+        throttled = alternation < len(self.slow) and self.slow[alternation]
+        return gpu_state.Sample(1980, 3201, 60, 500.0, 0x40 if throttled else 0x4)
+
+
+def run(pairs: list[tuple[list[float], list[float]]], slow: list[bool]) -> tuple[windows.Rounds, Script]:
+    script = Script(pairs)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(windows, "_window_pair", script)
+        rounds = windows.alternate(None, [], {}, ("p", "s"), lambda: None, rule(), FakeMonitor(slow))  # type: ignore[arg-type]
+    return rounds, script
+
+
+def test_alternate_stops_a_hopeless_kernel_at_the_minimum() -> None:
+    pairs = [([0.145] * 10, [0.0045] * 10)] * MAX_ALTERNATIONS
+    rounds, script = run(pairs, [])
+    assert script.calls == MIN_ALTERNATIONS and rounds.stopped == "settled"
+    assert rounds.seen == 10 * MIN_ALTERNATIONS and len(rounds.checks) == MIN_ALTERNATIONS
+
+
+def test_a_throttled_alternation_is_timed_again_and_its_rounds_dropped() -> None:
+    pairs = [([1.0] * 10, [0.01] * 10)] + [([0.1] * 10, [0.01] * 10)] * MAX_ALTERNATIONS
+    rounds, script = run(pairs, [True, False, False, False])
+    assert rounds.retimed == 1 and not rounds.throttled
+    assert 1.0 not in rounds.student  # the throttled window's rounds are not scored
+    assert rounds.seen == 10 * script.calls  # but the worker's round numbering counts them (checked rounds)
+    assert [c[0] for c in rounds.checks] == [10 * i for i in range(script.calls)]
+
+
+def test_an_alternation_that_stays_throttled_is_kept_and_marked() -> None:
+    pairs = [([0.1] * 10, [0.01] * 10)] * (MAX_ALTERNATIONS + gpu_state.MAX_RETIMES)
+    rounds, _ = run(pairs, [True] * (gpu_state.MAX_RETIMES + 1))
+    assert rounds.throttled and rounds.retimed == gpu_state.MAX_RETIMES
+    state = gpu_state.summary(rounds.samples, rounds.retimed, rounds.throttled)
+    assert state is not None and state.throttled and "hw_thermal_slowdown" in state.throttle_reasons
+
+
+def test_no_nvml_no_state_and_no_slowdown() -> None:
+    assert gpu_state.summary([None, None], 0, False) is None
+    assert not gpu_state.slowed(None, None)
+    assert gpu_state.Monitor().sample() is None or gpu_state.Monitor().nvml is not None

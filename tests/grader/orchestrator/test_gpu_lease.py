@@ -1,0 +1,125 @@
+"""The GPU's lease: calls together, a timed window alone, timers first, no holder outliving its process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.orchestrator import gpu_lease
+from grader.orchestrator.gpu_lease import GpuLease, LeaseError
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def lease(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GpuLease:
+    monkeypatch.setenv(gpu_lease.ENV, str(tmp_path / "locks"))
+    return GpuLease("gpu-test")
+
+
+class Log:
+    def __init__(self) -> None:
+        self.events: list[tuple[float, str]] = []
+        self.lock = threading.Lock()
+
+    def add(self, what: str) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), what))
+
+    def at(self, what: str) -> float:
+        return next(t for t, w in self.events if w == what)
+
+
+def hold(lease: GpuLease, log: Log, name: str, exclusive: bool, seconds: float, delay: float = 0.0) -> threading.Thread:
+    def body() -> None:
+        time.sleep(delay)
+        log.add(f"{name} asks")
+        with lease.exclusive() if exclusive else lease.shared():
+            log.add(f"{name} in")
+            time.sleep(seconds)
+            log.add(f"{name} out")
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread
+
+
+def test_correctness_calls_share_the_gpu(lease: GpuLease) -> None:
+    log = Log()
+    threads = [hold(lease, log, f"call{i}", False, 0.3) for i in range(3)]
+    for t in threads:
+        t.join()
+    ins = [log.at(f"call{i} in") for i in range(3)]
+    outs = [log.at(f"call{i} out") for i in range(3)]
+    assert max(ins) < min(outs)  # all three held it at once
+
+
+def test_a_timed_window_waits_for_calls_in_flight_and_blocks_new_ones(lease: GpuLease) -> None:
+    log = Log()
+    threads = [
+        hold(lease, log, "call", False, 0.4),
+        hold(lease, log, "timer", True, 0.4, delay=0.1),
+        hold(lease, log, "late call", False, 0.1, delay=0.2),
+    ]
+    for t in threads:
+        t.join()
+    assert log.at("timer in") >= log.at("call out")
+    # writers first: the call that came after the timer asked waits for the whole window
+    assert log.at("late call in") >= log.at("timer out")
+
+
+def test_two_timers_never_overlap(lease: GpuLease) -> None:
+    log = Log()
+    threads = [hold(lease, log, f"timer{i}", True, 0.2) for i in range(2)]
+    for t in threads:
+        t.join()
+    first, second = sorted(["timer0", "timer1"], key=lambda n: log.at(f"{n} in"))
+    assert log.at(f"{second} in") >= log.at(f"{first} out")
+
+
+def test_a_killed_holder_releases_the_gpu(lease: GpuLease, tmp_path: Path) -> None:
+    code = (
+        "import sys, time; from grader.orchestrator.gpu_lease import GpuLease\n"
+        "with GpuLease('gpu-test').exclusive():\n"
+        "    print('held', flush=True); time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        got = threading.Event()
+
+        def take() -> None:
+            with lease.shared():
+                got.set()
+
+        waiter = threading.Thread(target=take, daemon=True)
+        waiter.start()
+        assert not got.wait(0.3)  # held by the other process
+        proc.send_signal(signal.SIGKILL)
+        assert got.wait(10)  # the kernel dropped its lock with it
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_lock_folder_others_can_reach_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    monkeypatch.setenv(gpu_lease.ENV, str(folder))
+    with pytest.raises(LeaseError, match="mode 0700"):
+        gpu_lease.lock_folder()
+    folder.chmod(0o700)
+    assert gpu_lease.lock_folder() == folder
+
+
+def test_no_lease_on_the_cpu() -> None:
+    assert gpu_lease.for_device("cpu") is None
