@@ -60,7 +60,8 @@ class BatchOptions:
     retry_errors: bool = False
     #: folders under the submissions root that hold a submission_metadata.yml are Gradescope exports
     nested_exports: bool = False
-    jobs: int = 1
+    #: submissions at once (per GPU on a GPU); None: `--jobs auto` (grader/batch/concurrency.py)
+    jobs: int | None = 1
     gpus: str | None = None  # "all" or indices such as "0,1"
     docker: ContainerOptions | None = None  # None: no containers
     container_timeout: float | None = None

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from grader.batch.concurrency import auto_per_gpu
 from grader.batch.context import Context
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
@@ -25,7 +26,7 @@ def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[
 
         return make_cluster_runner(ctx, options, console)
     gpus = parse_gpus(options.gpus)
-    jobs = options.jobs
+    jobs = options.jobs or 1
     if options.docker is not None:
         from grader.containers.docker import docker_client
         from grader.containers.image import content_hash, image_tag, inspect_image, remove_stale
@@ -58,7 +59,26 @@ def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[
             console.print(f"removed {stale} container(s) left by an earlier, killed run of this batch")
         meta["limits"] = dataclasses.asdict(limits)
         return DockerRunner(ctx, slots, client, tag, limits, label), meta
+    if ctx.device == "cuda":
+        return _gpu_runner(ctx, options, gpus, console)
     if gpus or jobs > 1:
         slots = list(gpus) if gpus else [None] * jobs
         return SubprocessRunner(ctx, slots), {"mode": "subprocess", "gpus": gpus, "jobs": len(slots)}
     return InProcessRunner(ctx), {"mode": "in-process", "gpus": []}
+
+
+def _gpu_runner(
+    ctx: Context, options: BatchOptions, gpus: list[str], console: Console
+) -> tuple[Runner, dict[str, Any]]:
+    """Several gradings per GPU: correctness together, timing one at a time through the GPU's lease."""
+    per = options.jobs if options.jobs is not None else auto_per_gpu(max(1, len(gpus)))
+    slots: list[str | None] = [g for g in gpus for _ in range(per)] if gpus else [None] * per
+    meta: dict[str, Any] = {"mode": "subprocess" if len(slots) > 1 or gpus else "in-process", "gpus": gpus}
+    meta["per_gpu"] = per
+    if len(slots) == 1 and not gpus:
+        return InProcessRunner(ctx), meta
+    # a grading may wait for the others' timing on its GPU: its wall clock allows for theirs
+    ctx.wall_s *= per
+    console.print(f"{per} submission(s) at once per GPU: correctness together, timing one at a time")
+    meta["jobs"] = len(slots)
+    return SubprocessRunner(ctx, slots), meta

@@ -24,7 +24,7 @@ def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[
     """The runner for options.backend and the gradebook's metadata about it."""
     from grader.batch.errors import BatchError
 
-    if options.gpus or options.jobs > 1:
+    if options.gpus or (options.jobs or 1) > 1:
         how = "--ray-resources" if options.backend == "ray" else "--slurm-gpus-per-task"
         raise BatchError(
             f"--backend {options.backend} places each grading itself: drop --gpus and --jobs (what one grading "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import shutil
 import socket
 import tempfile
@@ -29,6 +30,7 @@ from typing import Any
 
 from rich.console import Console
 
+from grader.batch.concurrency import CORES_PER_GRADING
 from grader.batch.context import Context
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
@@ -42,9 +44,15 @@ RETRIES = 3  # runs of a task after a system failure (its node or worker process
 IN_FLIGHT = 256  # tasks handed to Ray at once; Ray queues them until a node has room
 
 
+#: gradings that share one GPU by default: their correctness runs together, their timing one at a
+#: time through the node's GPU lease (grader/orchestrator/gpu_lease.py)
+PER_GPU = 4
+
+
 def task_options(device: str, given: dict[str, float] | None) -> dict[str, Any]:
-    """Ray's options for one grading: one GPU on a GPU grading, CPU only otherwise."""
-    wanted = dict(given) if given is not None else ({"CPU": 1.0, "GPU": 1.0} if device == "cuda" else {"CPU": 1.0})
+    """Ray's options for one grading: a share of a GPU on a GPU grading, CPU only otherwise."""
+    on_gpu = {"CPU": float(CORES_PER_GRADING), "GPU": 1.0 / PER_GPU}
+    wanted = dict(given) if given is not None else (on_gpu if device == "cuda" else {"CPU": 1.0})
     options: dict[str, Any] = {"num_cpus": wanted.pop("CPU", 0.0), "num_gpus": wanted.pop("GPU", 0.0)}
     if wanted:
         options["resources"] = wanted
@@ -228,6 +236,8 @@ def make_runner(ctx: Context, batch: BatchOptions, console: Console) -> tuple[Ra
         f"ray: {cluster['nodes']} node(s), {offered} ({'joined' if batch.ray.address else 'started'} in "
         f"{connect_s:g} s)"
     )
+    if 0 < options["num_gpus"] < 1:
+        ctx.wall_s *= math.ceil(1 / options["num_gpus"])  # a grading may wait for the others' timing on its GPU
     log = out / ".ray" / "tasks.jsonl"
     log.parent.mkdir(exist_ok=True)
     runner = RayRunner(ctx, node.recipe_for(ctx, plan), options, log)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from grader.batch.concurrency import parse_jobs
 from grader.batch.options import BatchOptions, ContainerOptions, RayOptions, SlurmOptions
 from grader.commands import cluster_options, grading_options
 from grader.containers.docker import DEFAULT_MEMORY, DEFAULT_PIDS
@@ -41,7 +42,11 @@ def add_parser(sub: Any) -> None:
         help="grade again the students whose last result is an error (a hang, a crash, a bad archive)",
     )
     b.add_argument(
-        "--jobs", type=int, default=1, help="submissions graded at once on the CPU (with --gpus: one per GPU)"
+        "--jobs",
+        type=_jobs,
+        default="auto",
+        help="submissions graded at once: on a GPU their correctness runs together and their timing one "
+        "at a time (per GPU with --gpus); auto (the default): from cores and GPU memory on a GPU, 1 on a CPU",
     )
     b.add_argument(
         "--docker",
@@ -77,6 +82,13 @@ def add_parser(sub: Any) -> None:
     b.set_defaults(func=run)
 
 
+def _jobs(text: str) -> int | None:
+    try:
+        return parse_jobs(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def options_from_args(args: argparse.Namespace) -> BatchOptions:
     """The typed options of one `grader batch` command line."""
     out, root = Path(args.out), Path(args.submissions)
@@ -95,7 +107,7 @@ def options_from_args(args: argparse.Namespace) -> BatchOptions:
         regrade=args.regrade,
         retry_errors=args.retry_errors,
         nested_exports=args.nested_exports,
-        jobs=max(1, int(args.jobs or 1)),
+        jobs=args.jobs,
         gpus=args.gpus,
         docker=docker,
         container_timeout=args.container_timeout,

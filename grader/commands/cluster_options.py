@@ -32,8 +32,8 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         "--ray-resources",
         type=ray_resources,
         default=None,
-        help='what one grading asks Ray for, as JSON: default {"CPU": 1, "GPU": 1} with --device cuda, {"CPU": '
-        '1} otherwise; custom resources too, e.g. {"CPU": 1, "grader_slot": 1}',
+        help='what one grading asks Ray for, as JSON: default {"CPU": 2, "GPU": 0.25} with --device cuda (four '
+        'per GPU, timed one at a time), {"CPU": 1} otherwise; custom resources too, e.g. {"CPU": 1, "grader_slot": 1}',
     )
 
 

@@ -21,7 +21,8 @@ CORRECT = ROOT / "examples" / "submissions" / "correct"
 
 
 def test_ray_asks_for_one_gpu_on_a_gpu_grading_and_cpus_otherwise() -> None:
-    assert ray_backend.task_options("cuda", None) == {"num_cpus": 1.0, "num_gpus": 1.0}
+    # a share of a GPU: correctness of several gradings together, timing alone through the node's lease
+    assert ray_backend.task_options("cuda", None) == {"num_cpus": 2.0, "num_gpus": 0.25}
     assert ray_backend.task_options("cpu", None) == {"num_cpus": 1.0, "num_gpus": 0.0}
     given = cluster_options.ray_resources('{"CPU": 2, "grader_slot": 1}')
     assert ray_backend.task_options("cpu", given) == {
