@@ -40,7 +40,7 @@ from grader.batch.tasks import Task, prepare
 from grader.containers.docker import Cancelled
 from grader.orchestrator.options import DEFAULT_SECRET, resolve_device
 from grader.records import gradebook
-from grader.records.console import batch_table, progress_line
+from grader.records.console import batch_table, phase_line, phase_totals, progress_line
 from grader.records.model import Result
 from grader.records.text import printable
 from grader.spec.load import load_assignment
@@ -130,6 +130,8 @@ class ClassBook:
     order: list[str]
     results: dict[str, Result | None] = field(default_factory=dict)
     slot_of: dict[str, str | None] = field(default_factory=dict)
+    #: students graded by this run (not kept from an earlier one): where their time went is reported
+    graded: list[str] = field(default_factory=list)
 
     def write(self, final: bool = False, interrupted: bool = False) -> list[dict[str, Any]]:
         rows = [gradebook.row(s, self.results.get(s), self.names, self.slot_of.get(s)) for s in self.order]
@@ -208,6 +210,7 @@ def _grade_class(
             try:
                 for task, result, slot in graded:
                     book.results[task.student], book.slot_of[task.student] = result, slot
+                    book.graded.append(task.student)
                     book.write()
                     finished += 1
                     if not console.is_terminal:  # a log: the live bar draws nothing there
@@ -219,6 +222,7 @@ def _grade_class(
         interrupted = True
         raise
     finally:
+        book.meta["time_spent"] = phase_totals([r for s in book.graded if (r := book.results.get(s)) is not None])
         rows = book.write(final=True, interrupted=interrupted)
         shutil.rmtree(book.out / WORK, ignore_errors=True)
         if interrupted:
@@ -244,6 +248,8 @@ def closing_report(console: Console, rows: list[dict[str, Any]], book: ClassBook
     if errors:
         gradebook_csv = book.out / "gradebook.csv"
         console.print(f"[red]{errors} student(s) could not be graded:[/red] see the error column of {gradebook_csv}")
+    if book.graded:
+        console.print(phase_line(book.meta["time_spent"]))
     files = f"{book.out / 'gradebook.csv'}, {book.out / 'summary.json'}"
     console.print(f"wrote {files} and a folder per student in {book.out}")
 

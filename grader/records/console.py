@@ -84,3 +84,24 @@ def progress_line(done: int, total: int, student: str, result: Result) -> str:
         + (f"; flags: {marks}" if marks else "")
         + f" ({result.duration_s:.1f} s)"
     )
+
+
+def phase_totals(results: list[Result]) -> dict[str, float]:
+    """Seconds the class's gradings spent per phase (their problems' `phases`, summed), and the count."""
+    totals = {"gradings": float(len(results)), "worker_start_s": 0.0, "correctness_s": 0.0, "timing_s": 0.0}
+    totals["gpu_wait_s"] = 0.0
+    for result in results:
+        for problem in result.problems:
+            if problem.phases is not None:
+                for key, value in problem.phases.model_dump().items():
+                    totals[key] += value
+    return {k: round(v, 1) for k, v in totals.items()}
+
+
+def phase_line(totals: dict[str, float]) -> str:
+    """Where the class's time went, in one line (worker start-up is part of correctness)."""
+    return (
+        f"time spent over {totals['gradings']:.0f} grading(s), summed over problems: correctness "
+        f"{totals['correctness_s']:.0f} s (of it worker start-up {totals['worker_start_s']:.0f} s), timing "
+        f"{totals['timing_s']:.0f} s, waiting for the GPU {totals['gpu_wait_s']:.0f} s"
+    )
