@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from grader import kernel_cache
+from grader.judge.reference_archive import ENV as ARCHIVE_ENV
 from grader.orchestrator.options import DEFAULT_SECRET, GradeOptions
 from grader.spec.model import DEFAULT_SPEC
 
@@ -47,6 +48,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-kernel-cache", action="store_true", help="compile every kernel afresh, keep nothing")
     p.add_argument(
+        "--reference-cache",
+        default=None,
+        metavar="FILE",
+        help="the staff reference's compiled kernels, from `grader reference-cache build --out FILE`: a fresh "
+        "machine skips the reference's autotuning (default: $GRADER_REFERENCE_ARCHIVE)",
+    )
+    p.add_argument(
         "--parallel",
         type=positive_int,
         default=None,
@@ -73,6 +81,11 @@ def secret(args: argparse.Namespace) -> str:
 
 def grade_options(args: argparse.Namespace, hide: list[Path]) -> GradeOptions:
     """The grading options these arguments ask for; `hide`: what the worker must not see."""
+    if args.reference_cache:
+        # through the environment: `grader batch`'s children and `grader grade` read it alike
+        os.environ[ARCHIVE_ENV] = str(Path(args.reference_cache).resolve())
+    if os.environ.get(ARCHIVE_ENV):
+        hide.append(Path(os.environ[ARCHIVE_ENV]))  # the reference's compiled code: never the worker's to read
     return GradeOptions(
         device=args.device,
         timeout=args.timeout,

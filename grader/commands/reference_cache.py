@@ -19,6 +19,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="assignment.toml whose version names the cache")
     p.add_argument("--problems", default=None, help="comma-separated subset of problems (build)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="build: also pack the cache into FILE (a .tar.gz) for `grade`/`batch --reference-cache FILE` elsewhere",
+    )
     p.set_defaults(func=_cmd)
 
 
@@ -32,4 +39,9 @@ def _cmd(args: Any) -> int:
     folder = build(args.spec, args.problems.split(",") if args.problems else None)
     files, nbytes = size(folder)
     print(f"{folder}: {files} files, {nbytes / 2**20:.1f} MiB")
+    if args.out is not None:
+        from grader.judge.reference_archive import pack
+
+        packed, _ = pack(load_assignment(args.spec, hidden=False).assignment.version, args.out)
+        print(f"{args.out}: {packed} files, {args.out.stat().st_size / 2**20:.1f} MiB compressed")
     return 0

@@ -159,7 +159,7 @@ def build(spec: Path, problems: list[str] | None = None, log: Any = print) -> Pa
         started = time.monotonic()
         side = performance.ReferenceSide(REGISTRY[problem.name], problem, performance.load_reference(problem))
         for case in problem.benchmarks:
-            reference_calls, _ = side.calls(case, 0)
+            reference_calls, _, _ = side.calls(case, 0)
             for call in reference_calls:
                 call()
             torch.cuda.synchronize()

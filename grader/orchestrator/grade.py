@@ -7,13 +7,14 @@ expected outputs, sends inputs to a worker, and judges the data that comes back.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from grader.judge import reference_cache, scan, scoring
+from grader.judge import reference_archive, reference_cache, scan, scoring
 from grader.judge.fingerprint import fingerprint, suite_of
 from grader.orchestrator import trace
 from grader.orchestrator.options import (
@@ -55,6 +56,20 @@ def _checked(run: ProblemRun) -> list[TestResult]:
         return run.check()
 
 
+def _warm_reference(version: str) -> list[str]:
+    """The reference cache filled from $GRADER_REFERENCE_ARCHIVE (`--reference-cache FILE`), if set;
+    an archive that cannot serve here is a warning, and the reference compiles as without one."""
+    given = os.environ.get(reference_archive.ENV)
+    if not given:
+        return []
+    try:
+        with trace.span("reference cache", "unpacked from its archive"):
+            reference_archive.unpack(Path(given), version)
+    except reference_archive.ArchiveError as exc:
+        return [str(exc)]
+    return []
+
+
 @contextmanager
 def _timing_lease(runs: list[ProblemRun], checked: list[list[TestResult]]) -> Iterator[None]:
     """The GPU alone for this submission's timing, once for all its problems (one wait, not one per
@@ -77,7 +92,9 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     started = time.monotonic()
     submission = submission.resolve()
     device = resolve_device(options.device)
+    warnings: list[str] = []
     if device == "cuda" and options.time_performance:
+        warnings += _warm_reference(assignment.assignment.version)
         reference_cache.activate(assignment.assignment.version)  # compiled and tuned once per machine
     config = SandboxConfig(
         device=device,
@@ -85,7 +102,6 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
         worker_user=options.worker_user,
         extra_env=versions.worker_env(assignment.environment),
     )
-    warnings: list[str] = []
     if options.secret == DEFAULT_SECRET and assignment.has_hidden_cases:
         warnings.append("graded with the default secret: inputs are predictable; set GRADER_SECRET for real grading")
     findings = scan.scan_submission(submission)
