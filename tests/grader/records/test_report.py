@@ -98,3 +98,36 @@ def test_the_student_finds_their_leaderboard_row(monkeypatch: pytest.MonkeyPatch
 def test_a_review_is_shown_with_its_reason() -> None:
     html = render_html(result())
     assert "softmax: review" in html and "speed ratio 2.1 is above the review bound" in html
+
+
+def test_a_shapes_interval_and_a_throttled_window_are_shown() -> None:
+    from grader.records.model import GpuState, ShapeTiming
+
+    graded = result()
+    shape = ShapeTiming(
+        name="rows",
+        case="4096x4096",
+        student_ms=1.0,
+        reference_ms=0.9,
+        ratio=0.9,
+        ratio_low=0.88,
+        ratio_high=0.92,
+        alternations=3,
+        stopped="settled",
+        gpu_state=GpuState(
+            sm_clock_mhz=[1500, 1980],
+            memory_clock_mhz=[3201, 3201],
+            temperature_c=84,
+            power_w=690.0,
+            throttle_reasons=["hw_thermal_slowdown"],
+            retimed_windows=2,
+            throttled=True,
+        ),
+    )
+    perf = graded.problems[0].performance
+    assert perf is not None
+    perf.shapes, perf.score_low, perf.score_high = [shape], 9.5, 10.0
+    html = render_html(graded)
+    assert "95% interval 0.880–0.920, 3 alternations, settled" in html
+    assert "throttled while timed: marked for review" in html and "hw_thermal_slowdown" in html
+    assert "intervals allow 9.5–10" in html
