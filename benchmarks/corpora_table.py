@@ -1,11 +1,14 @@
-"""Both corpora on the GPU, one grading at a time, in one table of expected against got.
+"""Both corpora on the GPU as one class, in one table of expected against got.
 
 The honest corpus (tests/honest) must get full correctness and a measured, unflagged performance
 on every problem it lists; the adversarial corpus's GPU entries and every honest twin
-(tests/adversarial) must get their verdicts. Gradings run one after another so that no two share
-the GPU while timed. Prints a markdown table and writes it with the raw results under --out.
+(tests/adversarial) must get their verdicts. Gradings run `--jobs` at a time (auto: as `grader
+batch` chooses, grader/batch/concurrency.py): their correctness together, their timing one at a
+time through the GPU's lease, exactly as a batch grades a class. Entries marked `alone` (an
+attack on the GPU's shared memory) are graded after the others, one at a time. Prints a markdown
+table as rows land, says which entries did not run, and writes it under --out.
 
-    python benchmarks/corpora_table.py --out /tmp/corpora [--only NAME,NAME]
+    python benchmarks/corpora_table.py --out /tmp/corpora [--only NAME,NAME] [--jobs N|auto]
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,16 +82,30 @@ def show(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return row
 
 
-def honest_rows(base: Path, only: set[str], untimed: set[str]) -> list[tuple[Any, ...]]:
-    spec = __import__("grader.spec.load", fromlist=["load_assignment"]).load_assignment(hidden=False)
-    rows = []
+#: one grading to run: its name, submission, results folder, problems, extra arguments, whether it
+#: must run alone, and what turns its (result, seconds, stderr) into table rows
+Job = tuple[str, Path, Path, list[str], list[str], bool, Callable[[dict[str, Any] | None, float, str], list[Any]]]
+
+
+def honest_jobs(base: Path, only: set[str], untimed: set[str]) -> list[Job]:
+    jobs: list[Job] = []
     for entry in tomllib.loads((HONEST / "corpus.toml").read_text())["submission"]:
         if only and entry["name"] not in only:
             continue
         sub = base / "honest" / entry["name"] / "submission"
         shutil.copytree(HONEST / "submissions" / entry["name"], sub)
         timed = entry["name"] not in untimed
-        result, seconds, err = grade(sub, sub.parent / "out", entry["problems"], [] if timed else ["--no-timing"])
+        judge = _honest_judge(entry, timed)
+        extra = [] if timed else ["--no-timing"]
+        jobs.append((f"honest {entry['name']}", sub, sub.parent / "out", entry["problems"], extra, False, judge))
+    return jobs
+
+
+def _honest_judge(entry: dict[str, Any], timed: bool) -> Callable[[dict[str, Any] | None, float, str], list[Any]]:
+    spec = __import__("grader.spec.load", fromlist=["load_assignment"]).load_assignment(hidden=False)
+
+    def judge(result: dict[str, Any] | None, seconds: float, err: str) -> list[Any]:
+        rows: list[Any] = []
         for name in entry["problems"]:
             want = spec.problem(name).points.correctness
             problem = next((p for p in (result or {}).get("problems", []) if p["name"] == name), None)
@@ -109,11 +129,13 @@ def honest_rows(base: Path, only: set[str], untimed: set[str]) -> list[tuple[Any
             ok = abs(correct - want) < 1e-3 and (measured or not timed)
             expected = f"full correctness ({want:g})" + (", measured, no flag" if timed else " (run with --no-timing)")
             rows.append(show((f"honest `{entry['name']}`", name, expected, ok, describe(problem), seconds)))
-    return rows
+        return rows
+
+    return judge
 
 
-def adversarial_rows(base: Path, only: set[str]) -> list[tuple[Any, ...]]:
-    rows = []
+def adversarial_jobs(base: Path, only: set[str]) -> list[Job]:
+    jobs: list[Job] = []
     for entry in adversarial.CORPUS:
         if not (entry.get("gpu") or entry.get("honest")) or (only and entry["name"] not in only):
             continue
@@ -122,7 +144,15 @@ def adversarial_rows(base: Path, only: set[str]) -> list[tuple[Any, ...]]:
         submission, places, args = adversarial._build(entry, base / "adversarial")
         out = Path(places["OUT"])
         extra = args[args.index("--device") + 2 :]
-        result, seconds, err = grade(submission, out, [entry["problem"], *entry.get("others", {})], extra)
+        problems = [entry["problem"], *entry.get("others", {})]
+        alone = bool(entry.get("alone"))
+        jobs.append((entry["name"], submission, out, problems, extra, alone, _adversarial_judge(entry)))
+    return jobs
+
+
+def _adversarial_judge(entry: dict[str, Any]) -> Callable[[dict[str, Any] | None, float, str], list[Any]]:
+    def judge(result: dict[str, Any] | None, seconds: float, err: str) -> list[Any]:
+        rows: list[Any] = []
         problem = next((p for p in (result or {}).get("problems", []) if p["name"] == entry["problem"]), None)
         expected = [
             f"status {entry['verdict']}" if "verdict" in entry else "",
@@ -148,7 +178,7 @@ def adversarial_rows(base: Path, only: set[str]) -> list[tuple[Any, ...]]:
                     )
                 )
             )
-            continue
+            return rows
         perf = problem.get("performance") or {}
         ok = ("verdict" not in entry or problem["status"] == entry["verdict"]) and (
             "score" not in entry or abs(problem["score"] - entry["score"]) < 1e-3
@@ -172,7 +202,40 @@ def adversarial_rows(base: Path, only: set[str]) -> list[tuple[Any, ...]]:
                 )
             )
         )
-    return rows
+        return rows
+
+    return judge
+
+
+def run_jobs(jobs: list[Job], workers: int) -> tuple[list[Any], list[str]]:
+    """Every job graded, `workers` at once (the `alone` ones after, one at a time); rows print as they land."""
+    rows: list[Any] = []
+    lock = threading.Lock()
+    done: set[str] = set()
+
+    def one(job: Job) -> None:
+        name, submission, out, problems, extra, _, judge = job
+        result, seconds, err = grade(submission, out, problems, extra)
+        with lock:
+            rows.extend(judge(result, seconds, err))
+            done.add(name)
+
+    together = [j for j in jobs if not j[5]]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(one, together))
+    for job in jobs:
+        if job[5]:
+            one(job)
+    return rows, [j[0] for j in jobs if j[0] not in done]
+
+
+def jobs_at_once(text: str) -> int:
+    """`--jobs auto`: what `grader batch --jobs auto` would run on this GPU."""
+    if text != "auto":
+        return max(1, int(text))
+    from grader.batch.concurrency import auto_per_gpu
+
+    return auto_per_gpu()
 
 
 def main() -> int:
@@ -182,6 +245,7 @@ def main() -> int:
     parser.add_argument("--skip-honest", action="store_true")
     parser.add_argument("--skip-adversarial", action="store_true")
     parser.add_argument("--untimed", default="", help="honest entries graded with --no-timing (correctness only)")
+    parser.add_argument("--jobs", default="auto", help="gradings at once (auto: as grader batch chooses; 1: serial)")
     args = parser.parse_args()
     only = {n for n in args.only.split(",") if n}
     base = args.out / "work"
@@ -189,16 +253,25 @@ def main() -> int:
     base.mkdir(parents=True)
     header = ["| entry | problem | expected | got | match | s |", "| --- | --- | --- | --- | --- | ---: |"]
     print("\n".join(header), flush=True)
-    rows = [] if args.skip_adversarial else adversarial_rows(base, only)
-    rows += [] if args.skip_honest else honest_rows(base, only, {n for n in args.untimed.split(",") if n})
+    jobs = [] if args.skip_adversarial else adversarial_jobs(base, only)
+    jobs += [] if args.skip_honest else honest_jobs(base, only, {n for n in args.untimed.split(",") if n})
+    workers = jobs_at_once(args.jobs)
+    started = time.monotonic()
+    rows, missing = run_jobs(jobs, workers)
+    wall = time.monotonic() - started
     lines = header + [
         f"| {r[0]} | {r[1]} | {r[2]} | {r[4] if len(r) > 4 else ''} | {'yes' if r[3] else '**NO**'} | "
         f"{r[5] if len(r) > 5 else 0:.0f} |"
         for r in rows
     ]
-    table = "\n".join(lines)
-    (args.out / "corpora.md").write_text(table + "\n")
-    return 0 if all(r[3] for r in rows) else 1
+    summary = (
+        f"{len(jobs)} gradings, {workers} at once: {wall:.0f} s of wall time; "
+        f"{sum(1 for r in rows if r[3])} of {len(rows)} rows as expected"
+    )
+    lines += ["", summary, f"did not run: {', '.join(missing)}" if missing else "every entry ran"]
+    print("\n".join(lines[-3:]), flush=True)
+    (args.out / "corpora.md").write_text("\n".join(lines) + "\n")
+    return 0 if all(r[3] for r in rows) and not missing else 1
 
 
 if __name__ == "__main__":
