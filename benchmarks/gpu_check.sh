@@ -4,14 +4,18 @@
 # the kernel benchmarks, the framework's GPU tests. Logs, tables and JSON go under $OUT.
 #   STEPS=handout,grade,noise,tests benchmarks/gpu_check.sh
 #   STEPS=agreement,batch,kernels,handoutbench benchmarks/gpu_check.sh
-# Steps: fill handout handoutbench grade noise unverified corpora agreement batch kernels attention tests
-# (default: all).
+#   STEPS=refcache,correct,corpora benchmarks/gpu_check.sh   (a class on one GPU: issue 27)
+# Steps: refcache fill handout handoutbench grade correct noise unverified corpora class agreement batch
+# kernels attention tests (default: all but class).
+# The reference cache travels between lent machines as one archive: step refcache writes
+# $OUT/refcache.tar.gz (`grader reference-cache build --out`); set GRADER_REFERENCE_ARCHIVE to a
+# copy of it in a later call and no grading there autotunes the reference again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD OUT
-STEPS=${STEPS:-fill,handout,handoutbench,grade,noise,unverified,corpora,agreement,batch,kernels,attention,tests}
+STEPS=${STEPS:-refcache,fill,handout,handoutbench,grade,correct,noise,unverified,corpora,agreement,batch,kernels,attention,tests}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 step() { echo; echo "== [$(date +%T)] $*"; }
 # .whl/ carries the wheels the GPU machine (no network) lacks, among them einops, the one allowed import
@@ -24,6 +28,19 @@ python3 -c "from grader.spec import versions; d = versions.differences(versions.
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -c "import torch, triton, pydantic; print('torch', torch.__version__, 'triton', triton.__version__, 'pydantic', pydantic.__version__)"
 K=$(echo "$PROBLEMS" | sed 's/,/ or /g')
+if has refcache; then
+  step "grader reference-cache build --out \$OUT/refcache.tar.gz (the reference compiled and tuned once)"
+  /usr/bin/time -f "wall %e s" python3 -m grader.cli reference-cache build --out "$OUT/refcache.tar.gz" 2>&1 | tail -n 8
+fi
+if has correct; then
+  # the bundled correct example: first with its own kernels cold (the reference cache warm), then warm
+  for run in cold warm; do
+    step "grader grade examples/submissions/correct ($run student kernels)"
+    GRADER_TRACE=1 /usr/bin/time -f "wall %e s" python3 -m grader.cli grade examples/submissions/correct \
+        --out "$OUT/correct-$run" --problems "$PROBLEMS" 2>"$OUT/trace-correct-$run.log" | tail -n 9
+    tail -n 1 "$OUT/trace-correct-$run.log"
+  done
+fi
 if has fill; then
   # the refill of verified timing: PyTorch's normal_ against a counter-hash candidate (docs/performance.md)
   step "benchmarks/fill_speed.py"
@@ -86,9 +103,14 @@ for run in ("ref1", "ref2", "ref3"):
 PY
 fi
 if has corpora; then
-  step "both corpora on the GPU, one grading at a time (benchmarks/corpora_table.py)"
+  step "both corpora on the GPU as one class, --jobs ${CORPORA_JOBS:-auto} (benchmarks/corpora_table.py)"
   # no tail: rows print as they land, so a run cut short by its time limit still shows them
-  python3 benchmarks/corpora_table.py --out "$OUT/corpora" ${CORPORA_ARGS:-} 2>&1
+  /usr/bin/time -f "wall %e s" python3 benchmarks/corpora_table.py --out "$OUT/corpora" --jobs "${CORPORA_JOBS:-auto}" \
+      ${CORPORA_ARGS:-} 2>&1
+fi
+if has class; then
+  step "a class on one GPU: --jobs auto against --jobs 1 (benchmarks/class_throughput.py)"
+  python3 benchmarks/class_throughput.py --out "$OUT/class" ${CLASS_ARGS:-} 2>&1 | tail -n 60
 fi
 if has agreement; then
   step "timing agreement with do_bench"

@@ -1,0 +1,111 @@
+"""A class graded on one GPU two ways: several at once (`--jobs auto`) against one at a time.
+
+The class is the given submission folders (default: the bundled examples, the staff reference
+graded as a student, and the honest corpus), each graded once per secret. The concurrent batch
+runs first, on cold per-student kernel caches, and the serial one after it, on warm ones, so
+the speedup printed is a lower bound. For every student and problem timed in both, the
+concurrent ratio is printed beside the serial one: the lease (grader/orchestrator/gpu_lease.py)
+should leave them within the grading noise, and the reference against itself near 1.
+
+    python benchmarks/class_throughput.py --out /tmp/class [--jobs auto,1] [--secrets a,b] [--problems gelu,softmax]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_class() -> list[Path]:
+    examples = sorted(p for p in (ROOT / "examples" / "submissions").iterdir() if p.is_dir())
+    honest = sorted(p for p in (ROOT / "tests" / "honest" / "submissions").iterdir() if p.is_dir())
+    return [*examples, ROOT / "reference", *honest]
+
+
+def build_class(folders: list[Path], secrets: list[str], base: Path) -> dict[str, Path]:
+    """One folder of students per secret (a batch has one secret): name -> class folder."""
+    classes = {}
+    for secret in secrets:
+        folder = base / f"class-{secret}"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for source in folders:
+            shutil.copytree(source, folder / source.name, ignore=shutil.ignore_patterns("__pycache__", "*.md"))
+        classes[secret] = folder
+    return classes
+
+
+def batch(folder: Path, out: Path, jobs: str, secret: str, problems: str | None) -> float:
+    cmd = [sys.executable, "-m", "grader.cli", "batch", str(folder), "--out", str(out), "--jobs", jobs, "--regrade"]
+    cmd += ["--device", "cuda"] + (["--problems", problems] if problems else [])
+    env = {**os.environ, "GRADER_SECRET": secret, "PYTHONPATH": str(ROOT)}
+    started = time.monotonic()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, errors="replace")
+    wall = time.monotonic() - started
+    print(done.stdout[-1500:], flush=True)
+    if done.returncode:
+        print(done.stderr[-2000:], flush=True)
+    return wall
+
+
+def ratios(out: Path) -> dict[tuple[str, str], float]:
+    found = {}
+    for result in out.glob("*/result.json"):
+        data: dict[str, Any] = json.loads(result.read_text())
+        for problem in data.get("problems", []):
+            perf = problem.get("performance") or {}
+            if perf.get("status") == "measured" and perf.get("ratio_geomean"):
+                found[(result.parent.name, problem["name"])] = perf["ratio_geomean"]
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--jobs", default="auto,1", help="the concurrent setting, then the serial one")
+    parser.add_argument("--secrets", default="class-a,class-b", help="each submission is graded once per secret")
+    parser.add_argument("--problems", default=None)
+    parser.add_argument("--submissions", nargs="*", type=Path, default=None, help="folders (default: examples, ...)")
+    args = parser.parse_args()
+    secrets = [s for s in args.secrets.split(",") if s]
+    classes = build_class(args.submissions or default_class(), secrets, args.out / "work")
+    concurrent, serial = args.jobs.split(",")
+    walls: dict[str, float] = {}
+    seen: dict[str, dict[tuple[str, str, str], float]] = {}
+    for jobs in (concurrent, serial):
+        walls[jobs], seen[jobs] = 0.0, {}
+        for secret, folder in classes.items():
+            out = args.out / f"jobs-{jobs}" / secret
+            walls[jobs] += batch(folder, out, jobs, secret, args.problems)
+            seen[jobs].update({(secret, *k): v for k, v in ratios(out).items()})
+    students = sum(len(list(f.iterdir())) for f in classes.values())
+    lines = [
+        f"class: {students} gradings ({len(classes)} secrets); --jobs {concurrent}: {walls[concurrent]:.0f} s, "
+        f"--jobs {serial}: {walls[serial]:.0f} s; throughput x{walls[serial] / max(walls[concurrent], 1e-9):.2f}",
+        "",
+        f"| secret | student | problem | ratio --jobs {serial} | ratio --jobs {concurrent} | difference |",
+        "| --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    worst = 0.0
+    for key in sorted(seen[serial].keys() & seen[concurrent].keys()):
+        a, b = seen[serial][key], seen[concurrent][key]
+        worst = max(worst, abs(b / a - 1))
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {a:.3f} | {b:.3f} | {100 * (b / a - 1):+.1f}% |")
+    lines.append(f"\nlargest difference: {100 * worst:.1f}%")
+    text = "\n".join(lines)
+    print(text, flush=True)
+    (args.out / "class.md").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
