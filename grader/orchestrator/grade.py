@@ -8,7 +8,7 @@ expected outputs, sends inputs to a worker, and judges the data that comes back.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.judge import reference_cache, scan, scoring
@@ -111,7 +111,7 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
         score=0.0,
         max_score=0.0,
         duration_s=round(time.monotonic() - started, 3),
-        graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         warnings=warnings,
         problems=problems,
     )
