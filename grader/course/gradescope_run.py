@@ -45,9 +45,11 @@ def _chmod_tree(path: Path, public: bool) -> None:
 def harden(source: Path, upload: Path, metadata: Path, results: Path) -> None:
     """Everything the package holds but the grader's code readable by root only (as the worker needs).
 
-    source/ itself may be entered (0711) so that a worker's interpreter reaches source/grader.
+    source/ itself stays listable (0755): a worker imports `grader` from it, and Python's import
+    system finds a package by listing its folder (with 0711 the import fails). The names it
+    shows are the zip's, which README.md lists anyway; every file's content is root's.
     """
-    os.chmod(source, 0o711)
+    os.chmod(source, 0o755)
     for entry in source.iterdir():
         _chmod_tree(entry, public=entry.name in PUBLIC_ENTRIES)
     for path in (upload, metadata, results.parent):
