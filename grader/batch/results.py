@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import platform
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,7 +132,7 @@ def error_result(
         score=0.0,
         max_score=sum(p.max_score for p in problems),
         duration_s=round(duration, 3),
-        graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         status="error",
         error=reason.strip()[:4000],
         error_kind=kind,
@@ -195,6 +195,6 @@ def rebuild_gradebook(grades: Path) -> bool:
     results = {p.parent.name: read_result(p) for p in result_files(grades)}
     names = list(meta.get("problems") or dict.fromkeys(n.name for r in results.values() if r for n in r.problems))
     rows = [gradebook.row(student, result, names) for student, result in results.items()]
-    meta["rescored_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    meta["rescored_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     gradebook.write(grades, rows, names, meta)
     return True

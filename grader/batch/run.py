@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,7 @@ class ClassBook:
     def write(self, final: bool = False, interrupted: bool = False) -> list[dict[str, Any]]:
         rows = [gradebook.row(s, self.results.get(s), self.names, self.slot_of.get(s)) for s in self.order]
         extra = (
-            {"finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "interrupted": interrupted}
+            {"finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "interrupted": interrupted}
             if final
             else {"running": True}
         )
@@ -258,7 +258,7 @@ def run_batch(batch: BatchOptions) -> int:
     """`grader batch`: grade every entry of batch.submissions into batch.out. Returns the exit code."""
     # in a log (no terminal) Rich would wrap the class's table at 80 columns, a word a line
     console = Console() if sys.stdout.isatty() else Console(width=200)
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     assignment = load_assignment(batch.spec, hidden=False if batch.public_only else None)
     batch.out.mkdir(parents=True, exist_ok=True)
     entries = discover(batch.submissions, exclude=[batch.out], nested_exports=batch.nested_exports)

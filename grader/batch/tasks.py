@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.batch.discovery import WORK, Entry
 from grader.course import archives
-from grader.orchestrator.options import submission_hash
+from grader.orchestrator.options import file_sha256, submission_hash
 
 DEFAULT_LIMITS = archives.Limits()
 
@@ -35,14 +35,6 @@ class Task:
     @property
     def student(self) -> str:
         return self.entry.student
-
-
-def _file_sha(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def check_folder(folder: Path, limits: archives.Limits) -> None:
@@ -73,7 +65,7 @@ def prepare(entry: Entry, out: Path, modules: list[str], limits: archives.Limits
     if entry.kind == "invalid":
         task.error = entry.error
         task.sha = (
-            _file_sha(source)
+            file_sha256(source).hex()
             if source.is_file() and not source.is_symlink()
             else hashlib.sha256(str(source).encode()).hexdigest()
         )
@@ -90,7 +82,7 @@ def prepare(entry: Entry, out: Path, modules: list[str], limits: archives.Limits
         task.sha = submission_hash(task.folder)
     except archives.ArchiveError as exc:
         task.error = f"bad archive: {exc}" if entry.kind == "archive" else f"bad submission folder: {exc}"
-        task.sha = _file_sha(source) if source.is_file() else hashlib.sha256(str(source).encode()).hexdigest()
+        task.sha = file_sha256(source).hex() if source.is_file() else hashlib.sha256(str(source).encode()).hexdigest()
         task.folder = None
     except OSError as exc:
         task.error = f"cannot read {source.name}: {exc}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from grader.commands import grading_options
+from grader.spec import toml
 from grader.spec.model import DEFAULT_SPEC
 
 console = Console(stderr=True)
@@ -19,7 +19,7 @@ console = Console(stderr=True)
 def module_names(spec: Path = DEFAULT_SPEC) -> str:
     """The files a submission holds, as the spec names them, read without validating it (help text)."""
     try:
-        problems = tomllib.loads(spec.read_text(encoding="utf-8"))["problems"]
+        problems = toml.loads(spec.read_text(encoding="utf-8"))["problems"]
         return ", ".join(f"{p['module']}.py" for p in problems)
     except (OSError, ValueError, KeyError, TypeError):
         return "a .py file per problem of the assignment"

@@ -11,12 +11,11 @@ and the export is refused if any is found.
 from __future__ import annotations
 
 import shutil
-import tomllib
 from pathlib import Path
 
 from grader import ROOT
 from grader.records.files import write_atomic
-from grader.spec import versions
+from grader.spec import toml, versions
 from grader.spec.load import load_assignment
 from grader.spec.model import HIDDEN_NAME
 
@@ -36,13 +35,6 @@ description = "{title}: the student handout"
 requires-python = "{python}"
 dependencies = [
 {environment}
-    "packaging>=23",
-    "pydantic>=2.6",
-    "jinja2>=3.1",
-    "rich>=13",
-    "pytest>=8",
-    "pytest-benchmark>=4",
-    "pyyaml>=6",
 ]
 
 [project.scripts]
@@ -88,7 +80,7 @@ def _secrets(root: Path) -> dict[str, list[str]]:
     needles: dict[str, list[str]] = {"hidden case": [], "reference source": []}
     hidden = root / "assignment" / HIDDEN_NAME
     if hidden.exists():
-        data = tomllib.loads(hidden.read_text())
+        data = toml.loads(hidden.read_text())
         for cases in data.get("hidden", {}).values():
             needles["hidden case"] += [f'"{c["name"]}"' for c in cases] + [
                 c["name"] for c in cases if len(c["name"]) > 12
@@ -137,7 +129,7 @@ def export_handout(out: Path, root: Path = ROOT) -> Path:
         if source.exists():
             shutil.copy2(source, out / "assignment" / name)
     info, env = spec.assignment, spec.environment
-    pins = "\n".join(f'    "{r}",' for r in versions.requirements(env))
+    pins = "\n".join(f'    "{r}",' for r in [*versions.requirements(env), *versions.GRADER_DEPENDENCIES])
     write_atomic(
         out / "pyproject.toml",
         STUDENT_PYPROJECT.format(version=info.version, title=info.title, python=env.python, environment=pins),

@@ -64,7 +64,7 @@ def render_block(name: str, spec: Assignment) -> str:
     """The text of one block (without its markers), ending in a newline."""
     macros = _macros()
     kind, _, problem = name.partition(":")
-    if kind in ("points", "limits", "thresholds", "forbidden"):
+    if kind in ("points", "limits", "thresholds", "forbidden", "gradescope"):
         text = str(getattr(macros, kind)(spec))
     elif kind in ("cases",) and problem in [p.name for p in spec.problems]:
         text = str(macros.cases(spec.problem(problem)))

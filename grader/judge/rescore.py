@@ -12,7 +12,7 @@ it resumes over results whose spec changed, and says which students it re-scored
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Literal
 
 from grader.judge import scoring
@@ -78,7 +78,7 @@ def rescore_result(stored: Result, assignment: Assignment) -> Result:
     result.problems = problems
     scoring.total(result)
     result.assignment.spec = fingerprint(assignment, names, suite)
-    when = datetime.now(UTC).isoformat(timespec="seconds")
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     note = (
         f"re-scored on {when} from the stored case results after the spec's points or thresholds changed (no "
         f"kernel ran)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from grader.judge import flags
@@ -262,7 +262,7 @@ def build_data(
         "format": FORMAT_VERSION,
         "title": title or f"{assignment} leaderboard",
         "assignment": {"name": assignment, "versions": versions},
-        "built_at": built_at.astimezone(UTC).isoformat(timespec="seconds"),
+        "built_at": built_at.astimezone(timezone.utc).isoformat(timespec="seconds"),
         "measured": any(row["speedup"] is not None for row in ranking if row["kind"] == "student"),
         "problems": problems,
         "ranking": ranking,

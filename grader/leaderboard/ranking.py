@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from grader.judge import flags
 from grader.judge.scoring import geomean
@@ -54,7 +54,7 @@ def timestamp(text: str) -> float:
     except ValueError:
         return 0.0
     if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+        when = when.replace(tzinfo=timezone.utc)
     return when.timestamp()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def fmt_when(text: str | None) -> str:
     except ValueError:
         return text
     if when.tzinfo is not None:
-        when = when.astimezone(UTC)
+        when = when.astimezone(timezone.utc)
     return when.strftime("%Y-%m-%d %H:%M UTC")
 
 

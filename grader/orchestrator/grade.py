@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.judge import reference_archive, reference_cache, scan, scoring
@@ -147,7 +147,7 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
         score=0.0,
         max_score=0.0,
         duration_s=round(time.monotonic() - started, 3),
-        graded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        graded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         warnings=warnings,
         problems=problems,
     )

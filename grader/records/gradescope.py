@@ -20,6 +20,9 @@ from grader.judge.scoring import geomean
 from grader.records.model import ProblemResult, Result
 
 OutputFormat = Literal["text", "html", "simple_format", "md", "ansi"]
+#: why a submission got no grade (results.json's extra_data.failure); run_autograder writes the
+#: first and the last two in bash, where no Python can be trusted to run
+FailureKind = Literal["environment", "no_submission", "grading_crashed", "grader_failed", "time_limit"]
 Visibility = Literal["hidden", "after_due_date", "after_published", "visible"]
 
 
@@ -131,8 +134,8 @@ def _summary_output(result: Result) -> str:
     return "\n".join(lines)
 
 
-def build(result: Result) -> GradescopeResults:
-    """Gradescope's results.json for one graded (or ungradable) submission."""
+def build(result: Result, notes: list[str] | None = None) -> GradescopeResults:
+    """Gradescope's results.json for one graded (or ungradable) submission; `notes` end its output."""
     tests: list[GradescopeTest] = []
     for problem in result.problems:
         for test in problem.tests:
@@ -153,7 +156,7 @@ def build(result: Result) -> GradescopeResults:
     return GradescopeResults(
         score=pts(result.score),
         execution_time=int(result.duration_s),
-        output=_summary_output(result),
+        output="\n".join([_summary_output(result), *(notes or [])]),
         extra_data={
             "status": result.status,
             "flags": [f.label for f in flags.result_flags(result)],
@@ -165,8 +168,17 @@ def build(result: Result) -> GradescopeResults:
     )
 
 
-def results_json(result: Result) -> str:
-    return build(result).model_dump_json(indent=2, exclude_none=True)
+def results_json(result: Result, notes: list[str] | None = None) -> str:
+    return build(result, notes).model_dump_json(indent=2, exclude_none=True)
+
+
+def not_graded(kind: FailureKind, reason: str) -> str:
+    """results.json for a submission that got no grade: score 0, said to be no grade, and why."""
+    return GradescopeResults(
+        score=0.0,
+        output=f"NOT GRADED: your submission could not be graded, so the score above is not a grade.\nReason: {reason}",
+        extra_data={"status": "error", "failure": kind},
+    ).model_dump_json(indent=2, exclude_none=True)
 
 
 def as_dict(result: Result) -> dict[str, Any]:

@@ -10,8 +10,10 @@ Isolation, strongest first, as far as the machine allows (the level used is reco
   else named in `hide` are covered by unreadable mounts; /proc is a new instance mounted with
   `hidepid=invisible` (Linux 5.8+), so the orchestrator's command line and environment, and every
   other process, are invisible. The worker then drops to a transient user (below).
-- "uid": root, but no mount namespace (for example inside Docker without CAP_SYS_ADMIN): the
-  worker still drops to a transient user, and the image keeps secrets readable by root only.
+- "uid": root, but no mount namespace (for example inside Docker without CAP_SYS_ADMIN, or on
+  Gradescope): the worker still drops to a transient user, and only file modes keep it from the
+  secrets, so before such a worker starts a probe running as its uid must fail to open every
+  hidden path; if one opens, nothing is graded (exposure.py).
 - "none": the grader is not root (a student grading their own work): limits, the process
   boundary and the sweep only; the worker can do whatever the user running the grader can.
 
@@ -38,6 +40,7 @@ The package, by concern:
 
 - config: SandboxConfig, every limit and choice;
 - plan: what the worker may see and who it runs as (IsolationPlan, plan_isolation);
+- exposure: the uid level's check that the worker's user can read no hidden path;
 - uids: the transient uid leases; processes: finding, stopping and sweeping a worker's processes;
 - syscalls: the C library calls; child: what the child does between fork and exec;
 - scratch: the worker's private folder and environment; output: its captured stdout and stderr;

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from grader import kernel_cache, protocol
-from grader.sandbox import kernel_copy, processes, seccomp
+from grader.sandbox import exposure, kernel_copy, processes, seccomp
 from grader.sandbox.child import SPAWN_LOCK, child_setup, preexec
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.output import CapturedStream, combined
@@ -138,10 +138,14 @@ class WorkerProcess:
                         f"no mount namespace could be made, and without one the worker's user cannot enter "
                         f"{blocked[0]} where Python or its packages live: install them where others may read them"
                     ) from None
+                # file modes alone keep this worker from the hidden files: checked, as its uid, first
+                exposure.refuse_if_exposed(self.config.hide, self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
                 self.proc = self._popen(argv, req_r, rep_w, out_w, err_w)
-        except subprocess.SubprocessError as exc:
+        except (subprocess.SubprocessError, exposure.HiddenPathsExposed) as exc:
             for fd in (req_w, rep_r, out_r, err_r):
                 os.close(fd)
+            if isinstance(exc, exposure.HiddenPathsExposed):
+                raise
             raise OSError(f"{exc}") from None
         finally:
             for fd in (req_r, rep_w, out_w, err_w):

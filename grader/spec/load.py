@@ -6,13 +6,13 @@ so this module sits above the problems; the models below them import nothing of 
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from grader.problems import REGISTRY
+from grader.spec import toml
 from grader.spec.checks import problems_errors
 from grader.spec.model import DEFAULT_SPEC, HIDDEN_NAME, Assignment, Case, Environment, SpecError
 
@@ -37,10 +37,10 @@ def _format_errors(path: Path, err: ValidationError, prefix: str = "", names: li
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return toml.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SpecError(f"{path}: assignment file not found") from None
-    except tomllib.TOMLDecodeError as exc:
+    except toml.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None

@@ -43,6 +43,20 @@ def installed(name: str) -> str | None:
         return None
 
 
+#: what the grader itself imports beyond the grading environment (pyproject.toml's other
+#: dependencies): the handout export and the Gradescope package install these too
+GRADER_DEPENDENCIES = (
+    "packaging>=23",
+    "pydantic>=2.6",
+    "jinja2>=3.1",
+    "rich>=13",
+    "pytest>=8",
+    "pytest-benchmark>=4",
+    "pyyaml>=6",
+    "tomli>=2; python_version < '3.11'",
+)
+
+
 def requirements(env: Environment) -> list[str]:
     """The environment as pip requirements: what every install of the grader or the handout pins."""
     return [
