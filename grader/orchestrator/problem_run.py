@@ -86,6 +86,10 @@ class ProblemRun:
             if tb and tb.strip() not in self.fatal:
                 self.fatal += f"\n{tb}"
 
+    def close(self) -> None:
+        """Stop this problem's worker, whatever state the grading is in (grade()'s `finally`)."""
+        self._stop_worker()
+
     def _stop_worker(self) -> None:
         if self.worker is not None:
             self.worker.close()

@@ -77,7 +77,11 @@ class WorkerProcess:
             uid = self.lease.uid if self.lease else None
             self.plan = plan_isolation(config, uid=uid, gid=uid)
             self.plan.private_uid = self.lease is not None
+            if config.scope is not None:
+                config.scope.add(self.token, self.plan)
             self._spawn(submission, problem, module, function)
+            if config.scope is not None and self.proc is not None:
+                config.scope.started(self.token, self.proc.pid)
         except OSError as exc:
             self._cleanup()
             raise WorkerDied(f"the worker could not be started: {exc}") from None
@@ -279,7 +283,7 @@ class WorkerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        processes.sweep(self.plan, self.token, self.proc)
+        processes.sweep(self.plan, self.token, self.proc.pid if self.proc else None)
 
     def close(self) -> None:
         self.resume()
@@ -309,6 +313,9 @@ class WorkerProcess:
 
     def _cleanup(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.config.scope is not None:
+            if self.proc is None or not processes.worker_processes(self.plan, self.token, None):
+                self.config.scope.closed(self.token)  # else the scope's own sweep keeps at it
         if self.lease is not None:
             self.lease.release()
             self.lease = None

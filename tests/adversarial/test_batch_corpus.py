@@ -14,6 +14,7 @@ import gzip
 import io
 import json
 import os
+import secrets
 import shutil
 import tarfile
 import tempfile
@@ -45,6 +46,28 @@ try:
 except OSError:
     print("SECRET-FILE: denied", flush=True)
 """
+
+
+#: a daemon (double fork, new session, empty environment) left by a worker that then hangs; the
+#: honest twin runs a helper process that ends by itself, then computes
+ORPHAN_TOKEN = f"orphan-daemon-{secrets.token_hex(4)}"
+ORPHAN = f"""
+import os, subprocess, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(900)", "{ORPHAN_TOKEN}"], {{}})
+    os._exit(0)
+os.wait()
+time.sleep(900)
+"""
+HELPER = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+
+
+def _orphans(subs: Path, secret_file: Path) -> None:
+    for student, head in (("hangs", ORPHAN), ("hangs-honest", HELPER)):
+        (subs / student).mkdir()
+        (subs / student / "gelu.py").write_bytes(head.encode() + CORRECT_GELU)
 
 
 def _tar_gz(path: Path, files: dict[bytes, bytes]) -> None:
@@ -90,6 +113,7 @@ BUILD: dict[str, Callable[[Path, Path], None]] = {
     ),
     "directory-headers": lambda subs, _: _folder_headers(subs / "dirs.tar.gz", 600_000),
     "secret-file-batch": _secret_reader,
+    "outlives-its-grading": _orphans,
 }
 
 
@@ -109,8 +133,9 @@ def _image() -> None:
         )
 
 
-def _batch(subs: Path, out: Path, secret_file: Path, mode: str) -> int:
+def _batch(subs: Path, out: Path, secret_file: Path, mode: str, more: tuple[str, ...] = ()) -> int:
     extra = {"in-process": [], "subprocess": ["--jobs", "2"], "docker": ["--docker", "--jobs", "2"]}[mode]
+    extra += more
     argv = [
         "batch",
         str(subs),
@@ -154,7 +179,8 @@ def graded(
     secret_file = _outside_tmp(request) / "secret.txt"
     secret_file.write_text(SECRET + "\n")
     for entry in BATCH:
-        BUILD[entry["name"]](subs, secret_file)
+        if "wall_s" not in entry:  # those are graded by test_a_killed_grading_takes_its_processes_along
+            BUILD[entry["name"]](subs, secret_file)
     assert _batch(subs, out, secret_file, mode) == 0
     first = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}
     assert _batch(subs, out, secret_file, mode) == 0, "a second run stopped"
@@ -170,7 +196,7 @@ def _said(result: Result) -> str:
     return "\n".join([result.error, gelu.message, gelu.output, *(t.message for t in gelu.tests)])
 
 
-@pytest.mark.parametrize("name", [e["name"] for e in BATCH])
+@pytest.mark.parametrize("name", [e["name"] for e in BATCH if "wall_s" not in e])
 def test_batch_entry_gets_its_verdict(name: str, graded: tuple[str, Path, dict[str, Result]]) -> None:
     mode, out, results = graded
     entry = next(e for e in BATCH if e["name"] == name)
@@ -201,6 +227,36 @@ def test_batch_entry_gets_its_verdict(name: str, graded: tuple[str, Path, dict[s
         for path in out.rglob("*"):
             if path.is_file():
                 assert needle.encode() not in path.read_bytes(), f"{needle!r} leaked into {path} ({mode})"
+
+
+@pytest.mark.parametrize("name", [e["name"] for e in BATCH if "wall_s" in e])
+def test_a_killed_grading_takes_its_processes_along(name: str, tmp_path: Path) -> None:
+    """`--jobs`: a `grader grade` child killed at the batch's wall-clock limit leaves no process behind.
+
+    Its worker and the daemon that worker started (new session, empty environment) ran on after
+    the batch returned (issue 29); its honest twin, graded beside it, must be graded as usual.
+    """
+    entry = next(e for e in BATCH if e["name"] == name)
+    subs, out = tmp_path / "subs", tmp_path / "grades"
+    subs.mkdir()
+    secret_file = tmp_path / "secret.txt"
+    secret_file.write_text(SECRET)
+    BUILD[name](subs, secret_file)
+    more = ("--container-timeout", str(entry["wall_s"]), "--timeout", str(4 * entry["wall_s"]))
+    assert _batch(subs, out, secret_file, "subprocess", more) == 0
+    results = {p.parent.name: Result.model_validate_json(p.read_text()) for p in out.glob("*/result.json")}
+    for student, status in entry["students"].items():
+        assert results[student].status == status, (student, results[student].error)
+    for student, needles in entry.get("error", {}).items():
+        assert all(needle in results[student].error for needle in needles), results[student].error
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and ORPHAN_TOKEN.encode() in (proc / "cmdline").read_bytes():
+                left.append(proc.name)
+        except OSError:
+            pass
+    assert not left, f"processes outlived the batch: {left}"
 
 
 def test_every_batch_entry_is_built_and_in_the_defences_page() -> None:
