@@ -233,6 +233,8 @@ class ProblemRun:
                     self.problem.name,
                     f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{cut}",
                 )
+                if kept.stopped:
+                    self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
         self._stop_worker()
         return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
 
@@ -331,7 +333,7 @@ class ProblemRun:
             message=self.cheat or (self.fatal or ""),
             tests=tests,
             performance=performance,
-            output="\n".join(self.output)[-20000:],
+            output="\n".join(self.output),  # bounded by the record (grader/records/text.py)
             duration_s=round(duration, 3),
             kernel_check=self.cheat,
         )
