@@ -50,6 +50,11 @@ class WorkerTimeout(Exception):
     pass
 
 
+class WorkerUnavailable(RuntimeError):
+    """No worker could be started: the grading machine's fault, never the submission's (none of its
+    code has run yet). It stops the grading, which becomes an infrastructure error row, retried."""
+
+
 class WorkerProcess:
     """One worker process for one problem of one submission."""
 
@@ -84,7 +89,7 @@ class WorkerProcess:
                 config.scope.started(self.token, self.proc.pid)
         except OSError as exc:
             self._cleanup()
-            raise WorkerDied(f"the worker could not be started: {exc}") from None
+            raise WorkerUnavailable(f"the worker could not be started: {exc}") from None
         except BaseException:
             self._cleanup()
             raise
@@ -143,7 +148,7 @@ class WorkerProcess:
                         f"{blocked[0]} where Python or its packages live: install them where others may read them"
                     ) from None
                 self.proc = self._popen(argv, req_r, rep_w, out_w, err_w)
-        except subprocess.SubprocessError as exc:
+        except (subprocess.SubprocessError, OSError) as exc:
             for fd in (req_w, rep_r, out_r, err_r):
                 os.close(fd)
             raise OSError(f"{exc}") from None
