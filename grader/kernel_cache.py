@@ -33,6 +33,11 @@ from typing import IO
 
 MAX_BYTES = 512 << 20
 MAX_FILES = 20_000
+#: entries of any kind read from a worker's cache (a slot of MAX_FILES files holds at most one
+#: folder per file), and the seconds spent reading them: 400k empty files in a worker's cache
+#: once tripled a grading's time (issue 29); past either bound the copy stops and says so
+MAX_MEMBERS = 2 * MAX_FILES
+RECEIVE_S = 30.0
 ENV = "GRADER_KERNEL_CACHE"
 
 
@@ -60,6 +65,8 @@ class Copied:
     files: int = 0
     bytes: int = 0
     truncated: bool = False
+    #: why the copy stopped before the end of the cache (a bound of the orchestrator's work), if it did
+    stopped: str = ""
 
 
 def copy_tree(source: Path, dest: Path, max_bytes: int = MAX_BYTES, max_files: int = MAX_FILES) -> Copied:
@@ -167,7 +174,12 @@ def receive(stream: IO[bytes], dest: Path, max_bytes: int = MAX_BYTES, max_files
     dest.mkdir(mode=0o700)
     try:
         with tarfile.open(fileobj=counted, mode="r|") as archive:  # type: ignore[call-overload]
-            for member in archive:
+            until = time.monotonic() + RECEIVE_S
+            for seen, member in enumerate(archive):
+                if seen >= MAX_MEMBERS or time.monotonic() > until:
+                    copied.truncated = True
+                    copied.stopped = f"stopped after {seen} entries (at most {MAX_MEMBERS}, in {RECEIVE_S:g} s)"
+                    break
                 rel = PurePosixPath(member.name)
                 rel = PurePosixPath(*rel.parts[1:]) if rel.parts[:1] == (".triton",) else PurePosixPath("..")
                 if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE) or not triton_file(rel):

@@ -213,6 +213,8 @@ def pack_tensors(obj: Any) -> bytes:
 def unpack_tensors(blob: bytes, map_location: str | torch.device = "cpu") -> Any:
     try:
         return torch.load(io.BytesIO(blob), weights_only=True, map_location=map_location)
+    except MemoryError:
+        raise  # the orchestrator's own memory, within the payload's bound: the machine's fault, not the reply's
     except Exception as exc:  # noqa: BLE001 - any failure here means the blob is not valid data
         raise ProtocolError(f"could not decode the tensor payload: {type(exc).__name__}: {exc}") from None
 
@@ -331,7 +333,7 @@ def read_reply(fd: int, deadline: float, max_blob: int, expected: dict[str, type
     try:
         check_archive(blob)
         return parse_reply(header, expected), blob
-    except ProtocolError:
-        raise
+    except (ProtocolError, MemoryError):
+        raise  # a MemoryError here is the orchestrator's (the header and payload are bounded)
     except Exception as exc:  # noqa: BLE001 - data from hostile code: any failure is the reply's fault
         raise ProtocolError(f"the reply could not be read: {type(exc).__name__}: {str(exc)[:200]}") from None

@@ -28,6 +28,7 @@ from grader.batch.tasks import Task
 from grader.containers.docker import Cancelled
 from grader.orchestrator.grade import grade
 from grader.records.model import Result
+from grader.sandbox import scope
 
 
 class Runner(Protocol):
@@ -106,14 +107,9 @@ class SubprocessRunner:
             str(spec),
         ]
         argv += self.ctx.grade_args() + ["--worker-user", self.ctx.options.worker_user]
-        env = {k: v for k, v in os.environ.items() if k not in ("GRADER_SECRET", "GRADER_HIDE")}
-        env["GRADER_SECRET"] = self.ctx.options.secret  # the environment, never argv
-        env["GRADER_HIDE"] = os.pathsep.join(str(p) for p in self.ctx.hide)
-        if self.ctx.options.kernel_cache is not None:
-            env[kernel_cache.ENV] = str(self.ctx.options.kernel_cache)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        if slot is not None:
-            env["CUDA_VISIBLE_DEVICES"] = slot
+        env = self._child_env(slot)
+        env[scope.ENV] = str(task.work / "scope")  # its workers, swept here however the child ends
+        scope.sweep_file(task.work / "scope")  # an earlier attempt's, before this one starts
         with open(log, "wb") as handle:
             proc = subprocess.Popen(
                 argv,
@@ -141,6 +137,11 @@ class SubprocessRunner:
         finally:
             with self._lock:
                 self._live.discard(proc)
+            left = scope.sweep_file(task.work / "scope")
+        if left:
+            return self.ctx.infra_error(
+                task, f"{len(left)} processes of this grading could not be ended", "process", gpu=slot
+            )
         if self.stopping.is_set():
             raise Cancelled()
         text = log.read_text(errors="replace") if log.exists() else ""
@@ -162,6 +163,17 @@ class SubprocessRunner:
                 time.monotonic() - started,
                 gpu=slot,
             )
+
+    def _child_env(self, slot: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("GRADER_SECRET", "GRADER_HIDE")}
+        env["GRADER_SECRET"] = self.ctx.options.secret  # the environment, never argv
+        env["GRADER_HIDE"] = os.pathsep.join(str(p) for p in self.ctx.hide)
+        if self.ctx.options.kernel_cache is not None:
+            env[kernel_cache.ENV] = str(self.ctx.options.kernel_cache)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        if slot is not None:
+            env["CUDA_VISIBLE_DEVICES"] = slot
+        return env
 
     def stop(self) -> None:
         self.stopping.set()

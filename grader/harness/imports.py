@@ -18,6 +18,12 @@ sees every module not loaded yet, `importlib.import_module` included, but a modu
 `sys.modules` (pytest in the handout, pydantic in the worker) never reaches the finders;
 `builtins.__import__` sees every import statement, loaded module or not.
 
+A helper named like a standard-library module (`code.py`, `html.py`, `cmd.py`, `pdb.py`,
+`resource.py`) is refused when the submission imports it: which of the two an import gets depends
+on whether the process loaded the standard one first (pytest loads `pdb`, `cmd` and `code`; a
+worker does not), so it resolved differently in `pytest handout` and in the grader (issue 29).
+The refusal says to rename the file, in both alike.
+
 A submission can undo both on purpose; the worker's guard reports a replaced `__import__` as
 tampering, and the images do not have the refused packages anyway. The policy is about telling
 students early and the same way, not a sandbox.
@@ -58,13 +64,20 @@ class ImportPolicy:
         self.submission = submission
         self.prefixes = tuple({str(submission) + os.sep, str(submission.resolve()) + os.sep})
         self.allowed = tuple(sorted(allowed))
-        self.permitted = STDLIB | frozenset(self.allowed) | own_modules(submission)
+        own = own_modules(submission)
+        self.permitted = STDLIB | frozenset(self.allowed) | own
+        #: its own files named like standard-library modules: which one an import gets is not defined
+        self.shadowing = (own & STDLIB) - {"__main__"}
         self._original_import: Callable[..., Any] | None = None
 
-    def message(self, module: str, frame: FrameType) -> str:
+    def _where(self, frame: FrameType) -> str:
         where = frame.f_code.co_filename
         for prefix in self.prefixes:
             where = where.removeprefix(prefix)
+        return where
+
+    def message(self, module: str, frame: FrameType) -> str:
+        where = self._where(frame)
         return (
             f"No module named {module!r} in the grading environment ({where}, line {frame.f_lineno} imports it). "
             f"A submission may import only Python's standard library, its own modules and {', '.join(self.allowed)} "
@@ -76,6 +89,14 @@ class ImportPolicy:
         if level or frame is None or not frame.f_code.co_filename.startswith(self.prefixes):
             return
         top = name.partition(".")[0]
+        if top in self.shadowing:
+            raise RefusedImport(
+                f"{top!r} is both a file of the submission and a module of Python's standard library, so which "
+                f"one `import {top}` gets depends on what was imported before it, in `pytest handout` and in the "
+                f"grader alike: rename the submission's {top} (imported at line {frame.f_lineno} of "
+                f"{self._where(frame)})",
+                name=top,
+            )
         if top and top not in self.permitted:
             raise RefusedImport(self.message(top, frame), name=top)
 

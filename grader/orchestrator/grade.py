@@ -33,6 +33,7 @@ from grader.records.model import (
     TestResult,
 )
 from grader.sandbox.config import SandboxConfig
+from grader.sandbox.scope import GradingScope
 from grader.spec import versions
 from grader.spec.model import Assignment
 
@@ -88,7 +89,29 @@ def _timing_lease(runs: list[ProblemRun], checked: list[list[TestResult]]) -> It
 
 
 def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Result:
-    """Grade one submission folder; never raises for anything the submission does."""
+    """Grade one submission folder; never raises for anything the submission does.
+
+    Every process the grading's workers start ends with it (grader/sandbox/scope.py), whether it
+    returns, raises, or is killed.
+    """
+    scope = GradingScope()
+    runs: list[ProblemRun] = []
+    try:
+        result = _grade(assignment, submission, options, scope, runs)
+    finally:
+        for run in runs:
+            run.close()
+        left = scope.close()
+    if left:  # checked before the next grading starts: nothing of this one may run beside it
+        raise RuntimeError(f"{len(left)} processes of this grading could not be ended: {left[:10]}")
+    if scope.statement:
+        result.warnings.append(scope.statement)
+    return result
+
+
+def _grade(
+    assignment: Assignment, submission: Path, options: GradeOptions, scope: GradingScope, runs: list[ProblemRun]
+) -> Result:
     started = time.monotonic()
     submission = submission.resolve()
     device = resolve_device(options.device)
@@ -101,6 +124,7 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
         hide=options.hide,
         worker_user=options.worker_user,
         extra_env=versions.worker_env(assignment.environment),
+        scope=scope,
     )
     if options.secret == DEFAULT_SECRET and assignment.has_hidden_cases:
         warnings.append("graded with the default secret: inputs are predictable; set GRADER_SECRET for real grading")
@@ -109,7 +133,7 @@ def grade(assignment: Assignment, submission: Path, options: GradeOptions) -> Re
     isolation = ""
     modules = {p.module for p in assignment.problems}
     sha = submission_hash(submission)
-    runs = [
+    runs += [
         ProblemRun(p, submission, device, options, config, sha)
         for p in assignment.problems
         if not options.problems or p.name in options.problems

@@ -112,6 +112,10 @@ class ProblemRun:
             if tb and tb.strip() not in self.fatal:
                 self.fatal += f"\n{tb}"
 
+    def close(self) -> None:
+        """Stop this problem's worker, whatever state the grading is in (grade()'s `finally`)."""
+        self._stop_worker()
+
     def _stop_worker(self) -> None:
         if self.worker is not None:
             self.worker.close()
@@ -266,6 +270,8 @@ class ProblemRun:
                     self.problem.name,
                     f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{cut}",
                 )
+                if kept.stopped:
+                    self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
         self._stop_worker()
         return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
 
@@ -375,7 +381,7 @@ class ProblemRun:
             message=self.cheat or (self.fatal or ""),
             tests=tests,
             performance=performance,
-            output="\n".join(self.output)[-20000:],
+            output="\n".join(self.output),  # bounded by the record (grader/records/text.py)
             duration_s=round(duration, 3),
             kernel_check=self.cheat,
             phases=self._rounded_phases(),

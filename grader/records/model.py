@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from grader.records.text import safe_value
+from grader.records.text import MAX_OUTPUT, MAX_TEXT, safe_value
 
 #: 2: the kernel check's verdict and an error's kind are fields (version 1 records still read: `_upgrade`)
 SCHEMA_VERSION = 2
@@ -31,9 +31,9 @@ class Record(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _storable(cls, value: Any) -> Any:
-        """Text from a submission may hold lone surrogates, which cannot be written: escape them."""
-        return safe_value(value)
+    def _storable(cls, value: Any, info: ValidationInfo) -> Any:
+        """Text from a submission: lone surrogates escaped, control characters gone, length bounded."""
+        return safe_value(value, MAX_OUTPUT if info.field_name == "output" else MAX_TEXT)
 
 
 class TestResult(Record):

@@ -45,5 +45,6 @@ The package, by concern:
 - syscalls: the C library calls; child: what the child does between fork and exec;
 - scratch: the worker's private folder and environment; output: its captured stdout and stderr;
 - kernel_copy: its Triton cache copied out with its own credentials;
+- scope: every worker of one grading, ended with the grading however the orchestrator ends;
 - process: WorkerProcess, one worker process from spawn to close.
 """

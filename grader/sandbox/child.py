@@ -36,6 +36,13 @@ from grader.sandbox.syscalls import (
     mount,
 )
 
+_LIMIT_NAMES = {
+    resource.RLIMIT_AS: "on address space (ulimit -v)",
+    resource.RLIMIT_CPU: "on CPU time (ulimit -t)",
+    resource.RLIMIT_FSIZE: "on file size (ulimit -f)",
+    resource.RLIMIT_NPROC: "on processes (ulimit -u)",
+}
+
 # Workers of one submission may be started from several threads (problems checked at once):
 # forking while another thread forks or sets up a namespace is kept out of the way.
 SPAWN_LOCK = threading.Lock()
@@ -72,6 +79,15 @@ def child_setup(config: SandboxConfig, plan: IsolationPlan, scratch: Path) -> Ch
         limits.append((resource.RLIMIT_AS, config.memory_bytes))
     if plan.uid is not None:
         limits.append((resource.RLIMIT_NPROC, config.max_processes))
+    for which, value in limits:
+        hard = resource.getrlimit(which)[1]
+        if hard != resource.RLIM_INFINITY and value > hard:
+            # the worker would run with less than every grading gets (or not start): refuse here, as
+            # the machine's fault, rather than let an honest submission fail (issue 29: `ulimit -v`)
+            raise OSError(
+                f"this grading process's hard limit {_LIMIT_NAMES.get(which, which)} is {hard}, below the "
+                f"{value} a worker gets (a `ulimit` on the grader?): raise it or grade elsewhere"
+            )
     namespace = plan.level == "namespace"
     keep = plan.keep + [scratch]
     covers = [(str(c), [str(k) for k in keep if c in k.parents]) for c in plan.covers]

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grader.sandbox.scope import GradingScope
 
 
 @dataclass
@@ -30,3 +34,6 @@ class SandboxConfig:
     #: a uid per worker rather than `worker_user` (see grader/sandbox/__init__.py)
     private_uid: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: the grading's scope (grader/sandbox/scope.py): every worker is listed there before it is
+    #: spawned, so that none outlives the grading; None for a worker on its own (tests)
+    scope: GradingScope | None = None

@@ -50,6 +50,11 @@ class WorkerTimeout(Exception):
     pass
 
 
+class WorkerUnavailable(RuntimeError):
+    """No worker could be started: the grading machine's fault, never the submission's (none of its
+    code has run yet). It stops the grading, which becomes an infrastructure error row, retried."""
+
+
 class WorkerProcess:
     """One worker process for one problem of one submission."""
 
@@ -77,10 +82,14 @@ class WorkerProcess:
             uid = self.lease.uid if self.lease else None
             self.plan = plan_isolation(config, uid=uid, gid=uid)
             self.plan.private_uid = self.lease is not None
+            if config.scope is not None:
+                config.scope.add(self.token, self.plan)
             self._spawn(submission, problem, module, function)
+            if config.scope is not None and self.proc is not None:
+                config.scope.started(self.token, self.proc.pid)
         except OSError as exc:
             self._cleanup()
-            raise WorkerDied(f"the worker could not be started: {exc}") from None
+            raise WorkerUnavailable(f"the worker could not be started: {exc}") from None
         except BaseException:
             self._cleanup()
             raise
@@ -141,7 +150,7 @@ class WorkerProcess:
                 # file modes alone keep this worker from the hidden files: checked, as its uid, first
                 exposure.refuse_if_exposed(self.config.hide, self.plan.uid, self.plan.gid)  # type: ignore[arg-type]
                 self.proc = self._popen(argv, req_r, rep_w, out_w, err_w)
-        except (subprocess.SubprocessError, exposure.HiddenPathsExposed) as exc:
+        except (subprocess.SubprocessError, OSError, exposure.HiddenPathsExposed) as exc:
             for fd in (req_w, rep_r, out_r, err_r):
                 os.close(fd)
             if isinstance(exc, exposure.HiddenPathsExposed):
@@ -283,7 +292,7 @@ class WorkerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        processes.sweep(self.plan, self.token, self.proc)
+        processes.sweep(self.plan, self.token, self.proc.pid if self.proc else None)
 
     def close(self) -> None:
         self.resume()
@@ -313,6 +322,9 @@ class WorkerProcess:
 
     def _cleanup(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.config.scope is not None:
+            if self.proc is None or not processes.worker_processes(self.plan, self.token, None):
+                self.config.scope.closed(self.token)  # else the scope's own sweep keeps at it
         if self.lease is not None:
             self.lease.release()
             self.lease = None

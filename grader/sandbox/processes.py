@@ -45,15 +45,15 @@ def run_state(pid: int) -> str:
         return ""
 
 
-def tagged_processes(plan: IsolationPlan, token: str, proc: subprocess.Popen[bytes] | None) -> list[int]:
-    """Processes that carry this worker's token in their environment or its process group."""
+def tagged_processes(plan: IsolationPlan, token: str, pgid: int | None) -> list[int]:
+    """Processes that carry this worker's token in their environment or are in its process group."""
     found = []
     uid = plan.uid if plan.uid is not None else os.geteuid()
     for pid in process_ids(uid):
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 tagged = token.encode() in f.read()
-            if tagged or (proc is not None and os.getpgid(pid) == proc.pid):
+            if tagged or (pgid is not None and os.getpgid(pid) == pgid):
                 found.append(pid)
         except OSError:
             continue
@@ -62,7 +62,11 @@ def tagged_processes(plan: IsolationPlan, token: str, proc: subprocess.Popen[byt
 
 def worker_processes(plan: IsolationPlan, token: str, proc: subprocess.Popen[bytes] | None) -> list[int]:
     """The worker's processes, never the grader's own."""
-    pids = process_ids(plan.uid) if plan.private_uid and plan.uid is not None else tagged_processes(plan, token, proc)
+    pids = (
+        process_ids(plan.uid)
+        if plan.private_uid and plan.uid is not None
+        else tagged_processes(plan, token, proc.pid if proc else None)
+    )
     if proc is not None and proc.pid not in pids:
         pids.append(proc.pid)
     return [p for p in pids if p != os.getpid()]
@@ -101,7 +105,7 @@ def kill_as_uid(plan: IsolationPlan) -> None:
         signal_all(process_ids(plan.uid), signal.SIGKILL)
 
 
-def sweep(plan: IsolationPlan, token: str, proc: subprocess.Popen[bytes] | None) -> None:
+def sweep(plan: IsolationPlan, token: str, pgid: int | None) -> None:
     """Kill what the worker left behind, even processes that started a new session."""
     for round_ in range(SWEEP_ROUNDS):
         if plan.private_uid:
@@ -110,7 +114,7 @@ def sweep(plan: IsolationPlan, token: str, proc: subprocess.Popen[bytes] | None)
                 return
             kill_as_uid(plan)
         else:
-            left = [p for p in tagged_processes(plan, token, proc) if p != os.getpid()]
+            left = [p for p in tagged_processes(plan, token, pgid) if p != os.getpid()]
             if not left:
                 return
             signal_all(left, signal.SIGKILL)

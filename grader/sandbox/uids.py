@@ -52,10 +52,11 @@ class UidLease:
         self._fd = -1
 
 
-def _lock_dir() -> Path | None:
-    """Where leases are held: /run (one place for every grader on the host) or else the temp dir."""
+def lock_dir(name: str = "grader-uid-locks") -> Path | None:
+    """A folder of this user's alone for locks: in /run (one place for every grader on the host) or
+    else the temp dir; None where it is somebody else's or others may write it."""
     base = Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
-    folder = base / "grader-uid-locks"
+    folder = base / name
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         st = os.lstat(folder)
@@ -71,7 +72,7 @@ def lease_uid(pool: range = TRANSIENT_UIDS, attempts: int = 64) -> UidLease | No
     """Reserve a transient uid for one worker; None where the pool is not mapped or no lock works."""
     if not (_mapped("/proc/self/uid_map", pool) and _mapped("/proc/self/gid_map", pool)):
         return None
-    folder = _lock_dir()
+    folder = lock_dir()
     if folder is None:
         return None
     rng = random.SystemRandom()

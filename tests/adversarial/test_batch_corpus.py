@@ -14,7 +14,11 @@ import gzip
 import io
 import json
 import os
+import resource
+import secrets
 import shutil
+import subprocess
+import sys
 import tarfile
 import tempfile
 import tomllib
@@ -39,12 +43,41 @@ CORRECT_GELU = (ROOT / "examples" / "submissions" / "correct" / "gelu.py").read_
 BATCH: list[dict[str, Any]] = tomllib.loads((HERE / "corpus.toml").read_text())["batch"]
 SECRET = "SENTINEL-BATCH-SECRET"
 MODES = ["in-process", "subprocess", "docker"]
+ALONE = {"wall_s", "ulimit_as"}  # entries graded in a batch of their own
 READ_SECRET = """
 try:
     print("SECRET-FILE: GOT", open(@@SECRET_FILE@@).read(), flush=True)
 except OSError:
     print("SECRET-FILE: denied", flush=True)
 """
+
+
+#: a daemon (double fork, new session, empty environment) left by a worker that then hangs; the
+#: honest twin runs a helper process that ends by itself, then computes
+ORPHAN_TOKEN = f"orphan-daemon-{secrets.token_hex(4)}"
+ORPHAN = f"""
+import os, subprocess, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(900)", "{ORPHAN_TOKEN}"], {{}})
+    os._exit(0)
+os.wait()
+time.sleep(900)
+"""
+HELPER = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+
+
+def _orphans(subs: Path, secret_file: Path) -> None:
+    for student, head in (("hangs", ORPHAN), ("hangs-honest", HELPER)):
+        (subs / student).mkdir()
+        (subs / student / "gelu.py").write_bytes(head.encode() + CORRECT_GELU)
+
+
+def _hungry_beside_honest(subs: Path, secret_file: Path) -> None:
+    for student, head in (("hungry", b"HOLD = bytearray(7 << 30)\n"), ("honest", b"")):
+        (subs / student).mkdir()
+        (subs / student / "gelu.py").write_bytes(head + CORRECT_GELU)
 
 
 def _tar_gz(path: Path, files: dict[bytes, bytes]) -> None:
@@ -90,6 +123,8 @@ BUILD: dict[str, Callable[[Path, Path], None]] = {
     ),
     "directory-headers": lambda subs, _: _folder_headers(subs / "dirs.tar.gz", 600_000),
     "secret-file-batch": _secret_reader,
+    "outlives-its-grading": _orphans,
+    "ulimit-on-the-grader": _hungry_beside_honest,
 }
 
 
@@ -109,8 +144,9 @@ def _image() -> None:
         )
 
 
-def _batch(subs: Path, out: Path, secret_file: Path, mode: str) -> int:
+def _batch(subs: Path, out: Path, secret_file: Path, mode: str, more: tuple[str, ...] = ()) -> int:
     extra = {"in-process": [], "subprocess": ["--jobs", "2"], "docker": ["--docker", "--jobs", "2"]}[mode]
+    extra += more
     argv = [
         "batch",
         str(subs),
@@ -154,7 +190,8 @@ def graded(
     secret_file = _outside_tmp(request) / "secret.txt"
     secret_file.write_text(SECRET + "\n")
     for entry in BATCH:
-        BUILD[entry["name"]](subs, secret_file)
+        if not ALONE & set(entry):  # graded in batches of their own, below
+            BUILD[entry["name"]](subs, secret_file)
     assert _batch(subs, out, secret_file, mode) == 0
     first = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}
     assert _batch(subs, out, secret_file, mode) == 0, "a second run stopped"
@@ -170,7 +207,7 @@ def _said(result: Result) -> str:
     return "\n".join([result.error, gelu.message, gelu.output, *(t.message for t in gelu.tests)])
 
 
-@pytest.mark.parametrize("name", [e["name"] for e in BATCH])
+@pytest.mark.parametrize("name", [e["name"] for e in BATCH if not ALONE & set(e)])
 def test_batch_entry_gets_its_verdict(name: str, graded: tuple[str, Path, dict[str, Result]]) -> None:
     mode, out, results = graded
     entry = next(e for e in BATCH if e["name"] == name)
@@ -201,6 +238,64 @@ def test_batch_entry_gets_its_verdict(name: str, graded: tuple[str, Path, dict[s
         for path in out.rglob("*"):
             if path.is_file():
                 assert needle.encode() not in path.read_bytes(), f"{needle!r} leaked into {path} ({mode})"
+
+
+@pytest.mark.parametrize("name", [e["name"] for e in BATCH if "wall_s" in e])
+def test_a_killed_grading_takes_its_processes_along(name: str, tmp_path: Path) -> None:
+    """`--jobs`: a `grader grade` child killed at the batch's wall-clock limit leaves no process behind.
+
+    Its worker and the daemon that worker started (new session, empty environment) ran on after
+    the batch returned (issue 29); its honest twin, graded beside it, must be graded as usual.
+    """
+    entry = next(e for e in BATCH if e["name"] == name)
+    subs, out = tmp_path / "subs", tmp_path / "grades"
+    subs.mkdir()
+    secret_file = tmp_path / "secret.txt"
+    secret_file.write_text(SECRET)
+    BUILD[name](subs, secret_file)
+    more = ("--container-timeout", str(entry["wall_s"]), "--timeout", str(4 * entry["wall_s"]))
+    assert _batch(subs, out, secret_file, "subprocess", more) == 0
+    results = {p.parent.name: Result.model_validate_json(p.read_text()) for p in out.glob("*/result.json")}
+    for student, status in entry["students"].items():
+        assert results[student].status == status, (student, results[student].error)
+    for student, needles in entry.get("error", {}).items():
+        assert all(needle in results[student].error for needle in needles), results[student].error
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and ORPHAN_TOKEN.encode() in (proc / "cmdline").read_bytes():
+                left.append(proc.name)
+        except OSError:
+            pass
+    assert not left, f"processes outlived the batch: {left}"
+
+
+@pytest.mark.parametrize("name", [e["name"] for e in BATCH if "ulimit_as" in e])
+def test_a_resource_limit_on_the_grader_is_an_infrastructure_row(name: str, tmp_path: Path) -> None:
+    """`ulimit -v` below a worker's limit on an in-process batch: every row an infrastructure error that
+    says so (retried on resume), never a silent 0.0; the honest twin, the same batch unlimited, is graded."""
+    entry = next(e for e in BATCH if e["name"] == name)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    BUILD[name](subs, tmp_path / "unused")
+    for limit, out in ((entry["ulimit_as"], tmp_path / "limited"), (None, tmp_path / "unlimited")):
+
+        def cap(limit: int | None = limit) -> None:
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        argv = [sys.executable, "-m", "grader.cli", "batch", str(subs), "--out", str(out), "--device", "cpu"]
+        done = subprocess.run(
+            [*argv, "--problems", "gelu"], cwd=ROOT, capture_output=True, text=True, preexec_fn=cap, timeout=600
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        results = {p.parent.name: Result.model_validate_json(p.read_text()) for p in out.glob("*/result.json")}
+        for student in entry["students"]:
+            if limit is None:
+                assert results[student].status == "graded", (student, results[student].error)
+            else:
+                assert results[student].status == "error" and results[student].error_kind == "infrastructure"
+                assert all(needle in results[student].error for needle in entry["error"][student])
 
 
 def test_every_batch_entry_is_built_and_in_the_defences_page() -> None:

@@ -291,6 +291,9 @@ def test_attack_gets_its_verdict(name: str, corpus: dict[str, Graded]) -> None:
     if entry.get("honest"):
         correctness = sum(t["score"] for t in problem["tests"])
         assert problem["status"] == "passed" and correctness > 0, text[:3000]
+    if "max_result_kb" in entry:
+        size = len(graded.result_files["result.json"].encode())
+        assert size < entry["max_result_kb"] << 10, f"result.json is {size} bytes"
     if "max_rss_mb" in entry:
         assert 0 < graded.max_rss_mb < entry["max_rss_mb"], f"the orchestrator peaked at {graded.max_rss_mb:.0f} MB"
     for other, status in entry.get("others", {}).items():

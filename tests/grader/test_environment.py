@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -172,6 +173,24 @@ def test_a_package_outside_the_list_fails_alike_in_the_handout_and_the_grader(tm
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     gelu = next(p for p in result["problems"] if p["name"] == "gelu")
     assert gelu["score"] == 0 and expected in gelu["message"], (graded.stdout[-2000:], gelu["message"])
+
+
+def test_a_helper_named_like_the_standard_library_is_refused_alike_in_the_handout_and_the_grader(
+    tmp_path: Path,
+) -> None:
+    """`code.py`: pytest has the standard `code` loaded, a worker does not; both refuse, naming the file."""
+    folder = tmp_path / "shadow"
+    folder.mkdir()
+    shutil.copy(ROOT / "examples" / "submissions" / "correct" / "gelu.py", folder / "code.py")
+    (folder / "gelu.py").write_text("from code import triton_gelu\n")
+    expected = "'code' is both a file of the submission and a module of Python's standard library"
+    handout = run(
+        "-m", "pytest", "handout", "--submission", str(folder), "-k", "gelu and cpu-square", "-q", "-p", "no:randomly"
+    )
+    assert handout.returncode == 1 and expected in handout.stdout, handout.stdout[-3000:]
+    run("-m", "grader.cli", "grade", str(folder), "--problems", "gelu", "--device", "cpu", "--out", str(tmp_path / "o"))
+    gelu = json.loads((tmp_path / "o" / "result.json").read_text())["problems"][0]
+    assert gelu["score"] == 0 and expected in gelu["message"], gelu["message"]
 
 
 @pytest.mark.parametrize(

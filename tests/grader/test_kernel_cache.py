@@ -110,6 +110,16 @@ def test_a_slot_stops_at_its_caps_and_a_broken_stream_keeps_whole_files(tmp_path
     assert kernel_cache.receive(io.BytesIO(b"not a tar stream" * 100), tmp_path / "d").files == 0
 
 
+def test_reading_a_flooded_cache_stops_at_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries of any kind count, kept or not: past MAX_MEMBERS the copy stops and says so (issue 29)."""
+    monkeypatch.setattr(kernel_cache, "MAX_MEMBERS", 50)
+    flood = {f"KEY/f{i}.json": b"" for i in range(200)}
+    copied = kernel_cache.receive(tar_stream(flood), tmp_path / "flood")
+    assert copied.truncated and copied.files == 50 and "stopped after 50 entries" in copied.stopped
+    honest = kernel_cache.receive(tar_stream({f"KEY/f{i}.json": b"{}" for i in range(40)}), tmp_path / "honest")
+    assert honest.files == 40 and not honest.truncated and not honest.stopped
+
+
 def test_keep_replaces_the_slot_atomically(tmp_path: Path) -> None:
     kept = tmp_path / "kept" / "sha" / "gelu"
     kernel_cache.keep(lambda folder: kernel_cache.receive(tar_stream({"K/one.cubin": b"1"}), folder), kept)

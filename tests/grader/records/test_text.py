@@ -6,8 +6,8 @@ from pathlib import Path
 
 from grader.records import gradebook
 from grader.records.console import progress_line
-from grader.records.model import AssignmentRef, Result, RunEnvironment, SubmissionRef
-from grader.records.text import printable
+from grader.records.model import AssignmentRef, ProblemResult, Result, RunEnvironment, SubmissionRef, TestResult
+from grader.records.text import MAX_OUTPUT, MAX_TEXT, bounded, printable
 
 #: what a hostile archive's name did to a TA's terminal: window title, clipboard (OSC 52), erase
 #: the screen, colour, a one-byte CSI (C1), a bell, a carriage return to overwrite the line
@@ -60,3 +60,25 @@ def test_an_honest_name_is_kept_whole(tmp_path: Path) -> None:
     gradebook.write(tmp_path, [gradebook.row("Zoë-中文", result, ["gelu"])], ["gelu"], {})
     text = (tmp_path / "gradebook.csv").read_text(encoding="utf-8")
     assert "Zoë-中文" in text and "Zoë-中文.zip is not a zip file" in text
+
+
+def test_a_long_message_keeps_its_head_and_tail_and_says_how_much_went() -> None:
+    text = "head " + "x" * 1_000_000 + " tail"
+    cut = bounded(text)
+    assert len(cut) <= MAX_TEXT and cut.startswith("head ") and cut.endswith(" tail")
+    assert f"[... {len(text) - MAX_TEXT + 64} characters not kept ...]" in cut
+    assert bounded("a short message") == "a short message"  # the honest twin: kept whole
+
+
+def test_a_result_is_bounded_by_the_spec_not_by_the_submission() -> None:
+    """Ten 1 MiB failure messages, a 1 MiB output and error: the record stays small, each string cut once."""
+    big = "M" * (1 << 20)
+    tests = [TestResult(name=f"gelu: case {i}", status="failed", score=0, max_score=1, message=big) for i in range(10)]
+    problem = ProblemResult(name="gelu", score=0, max_score=10, status="failed", message=big, tests=tests, output=big)
+    result = _error_row(big)
+    result.problems = [problem]
+    size = len(result.model_dump_json())
+    assert size < 12 * MAX_TEXT + MAX_OUTPUT + 10_000, size
+    assert len(result.problems[0].output) <= MAX_OUTPUT
+    again = Result.model_validate_json(result.model_dump_json())
+    assert again.problems[0].tests[0].message == tests[0].message  # a cut text is not cut again

@@ -21,7 +21,7 @@ from grader.sandbox import seccomp
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.output import CapturedStream
 from grader.sandbox.plan import GRADER_ROOT, blocked_ancestor, plan_isolation, runtime_paths
-from grader.sandbox.process import WorkerDied, WorkerProcess, WorkerTimeout
+from grader.sandbox.process import WorkerDied, WorkerProcess, WorkerTimeout, WorkerUnavailable
 from grader.sandbox.processes import process_ids, run_state
 from grader.sandbox.uids import TRANSIENT_UIDS, lease_uid
 
@@ -248,7 +248,7 @@ def test_without_a_mount_namespace_the_worker_still_drops_to_its_own_uid(
     probe = "say(uid=os.getuid(), processes=len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
     blocked = [b for b in map(blocked_ancestor, runtime_paths()) if b is not None]
     if blocked:
-        with pytest.raises(WorkerDied, match=f"cannot enter {blocked[0]}"):
+        with pytest.raises(WorkerUnavailable, match=f"cannot enter {blocked[0]}"):
             run_worker(submission(tmp_path, probe))
         pytest.skip(f"Python lives under {blocked[0]}, which only root may enter: the uid level cannot run here")
     worker, greeting, lines = run_worker(submission(tmp_path, probe))
