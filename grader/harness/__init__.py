@@ -21,7 +21,8 @@ runs in the student's own pytest) imports it.
 - serve: the worker's loop (requests in, replies out, over two pipes);
 - calls: one watched call, shared with `pytest handout`; watch: launch counter, tamper guard,
   profiler; recording: what the profiler cannot see by itself;
-- timed_rounds: fresh contents and sampled outputs around every timed round;
+- timed_rounds: fresh contents and sampled outputs around every timed round; l2_persisting:
+  L2's persisting lines returned to normal before each timed window;
 - imports: the import policy; student_runtime, interpreter_compat: the same process settings and
   interpreter fixes as `pytest handout`.
 """

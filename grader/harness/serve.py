@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from grader import kernel_cache, protocol, timing
-from grader.harness import calls, imports, student_runtime, timed_rounds
+from grader.harness import calls, imports, l2_persisting, student_runtime, timed_rounds
 from grader.harness.watch import GUARD, LaunchCounter, arm
 from grader.loading import load_function
 from grader.problems import REGISTRY
@@ -169,6 +169,7 @@ class Timer:
                         # (for some problems: the forward only)
                         profile = calls.watched(self.kind, self.fn, self.sets[0], case, "cuda")[1]
                     launches = LaunchCounter.total()
+                    l2_persisting.reset()  # what earlier rounds pinned in L2 is flushed like the rest
                     measured = timing.measure(
                         self.calls, request.budget_s, warm=request.warm, min_s=request.min_s, hooks=self.rounds
                     )

@@ -214,6 +214,22 @@ def _checked_rounds(side: ReferenceSide, case: Case, seeds: ShapeSeeds, rounds: 
     return flags
 
 
+def launch_flags(launches: list[tuple[int, int]]) -> list[str]:
+    """Windows whose rounds launched fewer of the submission's Triton kernels than they were rounds.
+
+    The kernel rule holds for timed calls too: every call must launch a Triton kernel, as every
+    correctness call must, so a submission cannot pass correctness with its kernel and then be
+    timed on PyTorch's (or on a CUDA graph's replay, which Triton's launcher never sees).
+    """
+    for window, (launched, rounds) in enumerate(launches, 1):
+        if launched < rounds:
+            return [
+                f"timed window {window}: {launched} Triton kernel launch(es) for {rounds} timed rounds (every timed "
+                f"call must launch the submission's Triton kernel, as every correctness call must)"
+            ]
+    return []
+
+
 def _wall_clock(
     worker_call: WorkerCall, shape: dict[str, Any], median_s: float, label: tuple[str, str]
 ) -> tuple[int, float, float]:
@@ -264,7 +280,7 @@ def measure_shape(
     del ref_calls, torch_calls, ref_sets
     if not rounds.student or any(not (s == s) or s <= 0 for s in rounds.student):
         return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
-    flags: list[str] = []
+    flags = launch_flags(rounds.launches)
     if checking:
         with trace.span(*label, "checking the sampled timed rounds"):
             flags += _checked_rounds(side, case, seeds, rounds)

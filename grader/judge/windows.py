@@ -39,6 +39,8 @@ class Rounds:
     #: was checked and the sampled outputs
     checks: list[tuple[int, int, list[protocol.VerifiedRound], Any]] = field(default_factory=list)
     seen: int = 0  # rounds the worker has timed for this shape, thrown-away windows included
+    #: per student window: (Triton launches the worker counted, rounds timed)
+    launches: list[tuple[int, int]] = field(default_factory=list)
     stopped: str = ""
     samples: list[gpu_state.Sample | None] = field(default_factory=list)
     retimed: int = 0
@@ -56,7 +58,7 @@ def _window_pair(
     first: bool,
     label: tuple[str, ...],
     quiet: Callable[[], None],
-) -> tuple[list[float], list[float], tuple[int, list[protocol.VerifiedRound], Any]]:
+) -> tuple[list[float], list[float], tuple[int, list[protocol.VerifiedRound], Any, int]]:
     # the first timed call is also profiled: the kernel check applies to what is timed too
     with trace.span(*label, "student"):
         reply, payload = worker_call(
@@ -67,7 +69,7 @@ def _window_pair(
     with trace.span(*label, "reference"):
         quiet()  # the worker is stopped while the reference is timed
         reference = timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
-    return samples, reference, (len(samples), list(reply.verified), payload)
+    return samples, reference, (len(samples), list(reply.verified), payload, reply.triton_launches)
 
 
 def alternate(
@@ -85,11 +87,12 @@ def alternate(
     while True:
         step = (*label, f"alternation {len(rounds.ratios) + 1}")
         before = monitor.sample()
-        student, reference, (count, verified, payload) = _window_pair(
+        student, reference, (count, verified, payload, launched) = _window_pair(
             worker_call, ref_calls, shape, not rounds.checks, step, quiet
         )
         after = monitor.sample()
         rounds.checks.append((rounds.seen, count, verified, payload))
+        rounds.launches.append((launched, count))
         rounds.seen += count
         rounds.samples += [before, after]
         if not student or not reference or any(not (s > 0) for s in student + reference):

@@ -95,8 +95,10 @@ class Graded:
         return found[name]
 
     def text(self, name: str) -> str:
+        """What the report says of the problem: its message, output, tests and why performance scored as it did."""
         problem = self.problem(name)
-        return "\n".join([problem["message"], problem["output"], *(t["message"] for t in problem["tests"])])
+        reason = (problem.get("performance") or {}).get("reason", "")
+        return "\n".join([problem["message"], problem["output"], reason, *(t["message"] for t in problem["tests"])])
 
 
 def _selected(entry: dict[str, Any]) -> bool:

@@ -31,3 +31,14 @@ def test_events_far_below_the_wall_clock_are_flagged_as_a_side_stream() -> None:
 def test_launch_overhead_of_tiny_kernels_is_allowed_for() -> None:
     # 20 µs kernels: the pipe and Python per call dominate the wall clock; no flag under 50 µs
     assert clock_flags(0.02 * MS, 0.001 * MS, 200, 0.004, 0.5) == []
+
+
+def test_every_timed_round_launches_a_triton_kernel() -> None:
+    """Timed calls are held to the kernel rule: a window with fewer launches than rounds is flagged
+    (PyTorch, or a CUDA graph's replay, after correctness passed on the submission's kernel)."""
+    from grader.judge.performance import launch_flags
+
+    assert launch_flags([(40, 30), (12, 12)]) == []  # honest: warm-up calls launch too
+    flags = launch_flags([(40, 30), (3, 12)])
+    assert len(flags) == 1 and "timed window 2: 3 Triton kernel launch(es) for 12 timed rounds" in flags[0]
+    assert launch_flags([(0, 10)])

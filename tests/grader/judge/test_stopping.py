@@ -106,7 +106,7 @@ class Script:
     def __call__(self, worker_call, ref_calls, shape, first, label, quiet):  # type: ignore[no-untyped-def]
         student, reference = self.pairs[self.calls]
         self.calls += 1
-        return student, reference, (len(student), [], {})
+        return student, reference, (len(student), [], {}, len(student))
 
 
 class FakeMonitor:
