@@ -122,6 +122,7 @@ def open_db(db: str) -> Engine:
     url = database_url(db)
     if url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///") :])
+        path.parent.mkdir(parents=True, exist_ok=True)
         # tokens' hashes, archives and staff re-runs' secrets: the server's own (its journal files inherit the mode)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         path.chmod(0o600)

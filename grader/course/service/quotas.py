@@ -42,10 +42,12 @@ def check(quota: Quota, mode: str, made: list[float], now: float) -> Refusal | N
     for window, label, cap in ((HOUR, "hour", quota.per_hour), (DAY, "day", quota.per_day)):
         if cap is None:
             continue
+        if cap == 0:
+            return Refusal(f"{mode} per {label}", f"quota: {mode} submissions are not open")
         inside = sorted(t for t in made if t > now - window)
         if len(inside) >= cap:
-            resets = inside[len(inside) - cap] + window if cap else None
-            when = f"; the next one at {iso(resets)}" if resets else ""
+            resets = inside[len(inside) - cap] + window
+            when = f"; the next one at {iso(resets)}"
             return Refusal(
                 f"{mode} per {label}",
                 f"quota: {cap} {mode} submission(s) per {label}, all used{when}",
