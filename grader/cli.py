@@ -28,6 +28,10 @@ from grader.commands import (
     pack,
     reference_cache,
     rescore,
+    serve,
+    submissions,
+    submit,
+    tokens,
     writeup,
 )
 from grader.spec.model import SpecError
@@ -47,6 +51,10 @@ COMMANDS: tuple[ModuleType, ...] = (
     kernel_cache,
     leaderboard,
     reference_cache,
+    serve,
+    tokens,
+    submit,
+    submissions,
 )
 
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -86,6 +87,9 @@ class SubprocessRunner:
         self._live: set[subprocess.Popen[bytes]] = set()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
+        #: told each child's pid (its process group) as it starts: `grader serve` keeps it, so a
+        #: restarted server can end what a killed one left running
+        self.on_start: Callable[[int], None] | None = None
 
     def run(self, task: Task, slot: str | None) -> Result:
         assert task.folder is not None
@@ -123,6 +127,8 @@ class SubprocessRunner:
         with self._lock:
             self._live.add(proc)
         try:
+            if self.on_start is not None:
+                self.on_start(proc.pid)
             try:
                 code = proc.wait(timeout=self.ctx.wall_s)
             except subprocess.TimeoutExpired:

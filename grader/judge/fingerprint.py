@@ -55,7 +55,8 @@ def fingerprint(assignment: Assignment, problems: list[str], suite: Suite) -> Sp
     for problem in assignment.problems:
         if problem.name in problems:
             grading[problem.name], scoring[problem.name] = _problem_parts(problem, suite)
-    rest = assignment.model_dump(exclude={"problems", "assignment"}, serialize_as_any=True)
+    # [service] (quotas, the deadline) decides who may submit, never a verdict or a point
+    rest = assignment.model_dump(exclude={"problems", "assignment", "service"}, serialize_as_any=True)
     rest["assignment"] = {"name": assignment.assignment.name, "version": assignment.assignment.version}
     return SpecFingerprint(grading=_digest({"problems": grading, "rest": rest}), scoring=_digest(scoring))
 

@@ -105,3 +105,34 @@ def phase_line(totals: dict[str, float]) -> str:
         f"{totals['correctness_s']:.0f} s (of it worker start-up {totals['worker_start_s']:.0f} s), timing "
         f"{totals['timing_s']:.0f} s, waiting for the GPU {totals['gpu_wait_s']:.0f} s"
     )
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def print_timings(result: Result, console: Console) -> None:
+    """Each benchmark shape: the student's and the reference's time, the ratio and its interval,
+    and the performance points it earns (what `grader submit --mode benchmark` shows)."""
+    table = Table(title="benchmark (ratio = reference time / your time; higher is faster)")
+    for col in ("problem", "shape", "yours (ms)", "reference (ms)", "ratio", "95% interval", "points"):
+        table.add_column(col)
+    for p in result.problems:
+        perf = p.performance
+        if perf is None or not perf.shapes:
+            reason = "" if perf is None else f"{perf.status.replace('_', ' ')}: {perf.reason}"
+            table.add_row(p.name, "", "", "", "", "", escape(reason or "not timed"))
+            continue
+        for n, shape in enumerate(perf.shapes):
+            interval = "" if shape.ratio_low is None else f"{shape.ratio_low:.3f} – {shape.ratio_high:.3f}"
+            points = f"{_pts(perf.score)} / {_pts(perf.max_score)}" if n == 0 else ""
+            table.add_row(
+                p.name if n == 0 else "",
+                escape(shape.name),
+                _ms(shape.student_ms),
+                _ms(shape.reference_ms),
+                "-" if shape.ratio is None else f"{shape.ratio:.3f}",
+                interval,
+                points,
+            )
+    console.print(table)

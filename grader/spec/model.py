@@ -8,6 +8,7 @@ the file and the key that was wrong, not deep inside a kernel call.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
@@ -175,10 +176,61 @@ class Environment(Strict):
         return self
 
 
+#: what a student can ask `grader serve` for (grader/course/service/): public cases, timing, a
+#: profile, or the hidden suite whose result waits for the deadline or for staff to publish it
+Mode = Literal["test", "benchmark", "profile", "final"]
+MODES: tuple[Mode, ...] = ("test", "benchmark", "profile", "final")
+
+
+class Quota(Strict):
+    """How many submissions of one mode a student may make (None: no limit)."""
+
+    per_hour: int | None = Field(default=None, ge=0)
+    per_day: int | None = Field(default=None, ge=0)
+
+
+def _default_quotas() -> dict[Mode, Quota]:
+    # a GPU grading of the four problems takes about a minute warm (docs/performance.md): a class of
+    # 100 at these rates keeps one H200 busy without starving the finals
+    return {
+        "test": Quota(per_hour=6, per_day=40),
+        "benchmark": Quota(per_hour=3, per_day=20),
+        "profile": Quota(per_hour=3, per_day=20),
+        "final": Quota(per_hour=2, per_day=5),
+    }
+
+
+class Service(Strict):
+    """`[service]`: what `grader serve` allows each student, and until when.
+
+    `late` says what happens after the deadline: "refuse" takes no final submission (test,
+    benchmark and profile stay open), "accept" takes them marked late, "closed" takes nothing.
+    """
+
+    deadline: datetime | None = None
+    late: Literal["refuse", "accept", "closed"] = "refuse"
+    quota: dict[Mode, Quota] = Field(default_factory=_default_quotas)
+    #: the largest upload the service reads, in bytes (a packed submission is a few kilobytes)
+    max_upload_bytes: int = Field(default=4 << 20, gt=0, le=64 << 20)
+
+    @field_validator("deadline")
+    @classmethod
+    def _zoned(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("needs a time zone (e.g. 2026-06-01T23:59:00-07:00): a bare time is ambiguous")
+        return value
+
+    @field_validator("quota")
+    @classmethod
+    def _every_mode(cls, value: dict[Mode, Quota]) -> dict[Mode, Quota]:
+        return {**_default_quotas(), **value}
+
+
 class Assignment(Strict):
     assignment: AssignmentInfo
     environment: Environment
     problems: list[Problem]
+    service: Service = Field(default_factory=Service)
 
     @model_validator(mode="after")
     def _unique(self) -> Assignment:

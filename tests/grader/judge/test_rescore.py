@@ -101,6 +101,13 @@ def test_tolerances_and_hidden_cases_change_the_grading_half(tmp_path: Path) -> 
     )
 
 
+def test_the_service_table_changes_neither_half() -> None:
+    # quotas and the deadline decide who may submit to `grader serve`, never a verdict: no regrade
+    base = load_assignment(DEFAULT_SPEC)
+    edited = base.model_copy(update={"service": base.service.model_copy(update={"late": "closed"})})
+    assert fingerprint(edited, ["gelu"], "gpu") == fingerprint(base, ["gelu"], "gpu")
+
+
 def test_rescore_applies_new_points_to_stored_verdicts(tmp_path: Path) -> None:
     base = load_assignment(DEFAULT_SPEC)
     n = len(base.problem("gelu").suite_cases("cpu"))

@@ -72,3 +72,15 @@ def test_the_cli_prints_the_location_whole(tmp_path: Path, capsys: pytest.Captur
     assert cli.main(["grade", str(ROOT / "student_template"), "--spec", str(spec), "--out", str(tmp_path / "out")]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "problems[gelu].cases[cpu-square-fp32].shape" in err
+
+
+def test_the_service_table_is_checked_like_the_rest(tmp_path: Path) -> None:
+    bare = error_of(edited(tmp_path, 'late = "refuse"', 'late = "refuse"\ndeadline = 2026-06-05T23:59:00'))
+    assert "service.deadline" in bare and "needs a time zone" in bare
+    typo = error_of(edited(tmp_path / "typo", "test = { per_hour = 6", "tests = { per_hour = 6"))
+    assert "service.quota.tests" in typo
+    spec = load_assignment(
+        edited(tmp_path / "ok", 'late = "refuse"', 'late = "accept"\ndeadline = 2026-06-05T23:59:00Z')
+    )
+    assert spec.service.late == "accept" and spec.service.deadline is not None
+    assert spec.service.quota["final"].per_day == 5  # the modes left out keep their defaults

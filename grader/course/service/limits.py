@@ -1,0 +1,64 @@
+"""Bounds on what a client may ask of the server: request sizes, and requests per minute.
+
+An upload is read in chunks and refused as soon as it passes the `[service]` table's
+`max_upload_bytes` (a Content-Length that says more is refused before anything is read); any
+other body is small. The rate is per client (a token's hash, else the address), in a sliding
+window kept in memory: a restart forgets it, which costs nothing (the quotas, which matter, are
+in the database).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from starlette.requests import Request
+
+#: a form or a JSON body: a token, a number
+MAX_SMALL_BODY = 16 << 10
+#: requests a client may make per minute; `grader submit` polls every 2 s (30 a minute)
+REQUESTS_PER_MINUTE = 120
+#: clients remembered at once (the oldest forgotten first): bounds the limiter's own memory
+MAX_CLIENTS = 10_000
+
+
+class TooLarge(Exception):
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the request body is larger than {limit} bytes")
+        self.limit = limit
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise TooLarge(limit)
+    chunks, total = [], 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise TooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class RateLimiter:
+    def __init__(self, per_minute: int = REQUESTS_PER_MINUTE, window_s: float = 60.0) -> None:
+        self.per_minute, self.window_s = per_minute, window_s
+        self._seen: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, client: str, now: float | None = None) -> float | None:
+        """None when `client` may go on; else the seconds until it may."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            times = self._seen.pop(client, None) or deque()
+            while times and times[0] <= now - self.window_s:
+                times.popleft()
+            self._seen[client] = times  # most recent last: the first key is the one to forget
+            if len(self._seen) > MAX_CLIENTS:
+                self._seen.pop(next(iter(self._seen)))
+            if len(times) >= self.per_minute:
+                return times[0] + self.window_s - now
+            times.append(now)
+            return None

@@ -1,0 +1,129 @@
+"""The queue's workers: N threads, each taking the next fair job (store.claim_next) and grading it.
+
+On a GPU several gradings run at once and their timing stays exclusive through the GPU's lease
+(docs/gpu-scheduling.md): the service only starts `grader grade` children, as `grader batch
+--jobs N` does. At start-up, what a killed server was grading goes back to the queue, and the
+`grader grade` child it had started (recorded by pid in the job's row) is ended first, with the
+workers its scope file lists, so a job never runs twice at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+
+from grader.containers.docker import Cancelled
+from grader.course.service import store
+from grader.course.service.jobs import GradingSetup, Outcome, grade_job
+from grader.sandbox import scope
+
+IDLE_WAIT_S = 2.0
+
+Grade = Callable[..., Outcome]
+
+
+class Scheduler:
+    def __init__(self, engine: Engine, setup: GradingSetup, grade: Grade = grade_job) -> None:
+        self.engine, self.setup, self.grade = engine, setup, grade
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self._claim = threading.Lock()
+        self._runners: dict[int, object] = {}
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> list[int]:
+        """Requeue what a killed server left running, then start the workers; returns the requeued ids."""
+        requeued = []
+        for job_id, pid in store.requeue_running(self.engine):
+            end_orphan(pid, self.setup.files)
+            for left in (self.setup.files / "jobs" / str(job_id)).glob("attempt-*/.work/*/scope"):
+                scope.sweep_file(left)
+            requeued.append(job_id)
+        for n in range(max(1, self.setup.jobs)):
+            thread = threading.Thread(target=self._loop, name=f"grade-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return requeued
+
+    def stop(self) -> None:
+        """Stop taking jobs and end the gradings in flight; their jobs stay queued for the next start."""
+        self.stopping.set()
+        self.wake.set()
+        for runner in list(self._runners.values()):
+            runner.stop()  # type: ignore[attr-defined]
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            with self._claim:
+                job = store.claim_next(self.engine)
+            if job is None:
+                self.wake.wait(IDLE_WAIT_S)
+                self.wake.clear()
+                continue
+            self.run(job)
+            self.wake.set()  # this student may have more queued: let the next worker look
+
+    def run(self, job: store.Job) -> None:
+        def started(pid: int) -> None:
+            store.set_pid(self.engine, job.id, pid)
+
+        def track(runner: object | None) -> None:
+            if runner is None:
+                self._runners.pop(job.id, None)
+            else:
+                self._runners[job.id] = runner
+
+        try:
+            outcome = self.grade(
+                self.setup,
+                job.id,
+                job.attempts,
+                job.person_id,
+                job.mode,
+                job.problem_list,
+                store.archive_of(self.engine, job.id),
+                job.archive_name,
+                job.secret,
+                started,
+                track,
+            )
+        except Cancelled:
+            store.requeue(self.engine, job.id)
+            return
+        except Exception as exc:  # noqa: BLE001 - one job's failure never stops the queue
+            if self.stopping.is_set():
+                store.requeue(self.engine, job.id)
+                return
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            store.finish(self.engine, job.id, "error", None, f"the server could not grade this job: {detail}")
+            return
+        if self.stopping.is_set() and outcome.result.error_kind == "infrastructure":
+            store.requeue(self.engine, job.id)  # killed by the shutdown, not by the submission
+            return
+        store.finish(self.engine, job.id, outcome.state, outcome.result.model_dump_json(), outcome.result.error)
+
+
+def end_orphan(pid: int | None, files: Path) -> bool:
+    """Kill the process group of a `grader grade` child a killed server left, if it is still ours."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\x00")
+    except OSError:
+        return False
+    ours = b"grader.cli" in cmdline and b"grade" in cmdline and any(str(files).encode() in a for a in cmdline)
+    if not ours:
+        return False  # the pid was reused by something else: leave it alone
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

@@ -1,0 +1,121 @@
+"""`grader serve` put together: the database, the grading setup, the queue, the app, uvicorn.
+
+The secret the gradings draw their inputs from is GRADER_SECRET, or --secret-file, or one drawn
+at the first start and kept in the files folder (mode 0600), so a restarted server grades with
+the same secret. The workers of every grading are kept from the database, its journal and the
+files folder (GRADER_HIDE, as `grader batch` hides its results).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.course.service import db
+from grader.course.service.app import Server
+from grader.course.service.jobs import GradingSetup
+from grader.course.service.quotas import effective
+from grader.course.service.scheduler import Scheduler
+from grader.orchestrator.options import resolve_device
+from grader.spec.load import load_assignment
+from grader.spec.model import DEFAULT_SPEC
+
+#: uvicorn's bounds: connections at once, and how long an idle keep-alive connection is kept
+MAX_CONNECTIONS = 200
+KEEP_ALIVE_S = 5
+
+
+@dataclass
+class ServeOptions:
+    db: str
+    port: int = 8000
+    host: str = "127.0.0.1"
+    backend: str = "local"
+    device: str = "auto"
+    quota: int | None = None
+    jobs: int | None = None  # None: 1 on a CPU, the batch's `--jobs auto` rule on a GPU
+    spec: Path = DEFAULT_SPEC
+    files: str | None = None
+    secret_file: str | None = None
+    timeout: float | None = None
+    worker_user: str = "nobody"
+    kernel_cache: Path | None = None
+    cluster: dict[str, object] = field(default_factory=dict)
+
+
+def server_secret(files: Path, secret_file: str | None) -> str:
+    if secret_file:
+        return Path(secret_file).read_text().strip()
+    if os.environ.get("GRADER_SECRET"):
+        return os.environ["GRADER_SECRET"]
+    path = files / "secret"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32))
+    return path.read_text().strip()
+
+
+def hidden(options: ServeOptions, files: Path) -> list[Path]:
+    paths = [files]
+    if "://" not in options.db:
+        base = Path(options.db).expanduser().resolve()
+        paths += [base, base.with_name(base.name + "-wal"), base.with_name(base.name + "-shm")]
+    if options.secret_file:
+        paths.append(Path(options.secret_file).resolve())
+    return paths
+
+
+def concurrency(device: str, given: int | None) -> int:
+    if given is not None:
+        return given
+    if device != "cuda":
+        return 1
+    from grader.batch.concurrency import auto_per_gpu
+
+    return auto_per_gpu()
+
+
+def make_server(options: ServeOptions, start_queue: bool = True) -> Server:
+    files = db.files_folder(options.db, options.files)
+    files.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(files, 0o700)  # other users, the workers included, never read a stored job
+    engine = db.open_db(options.db)
+    assignment = load_assignment(options.spec, hidden=False)
+    device = resolve_device(options.device)
+    setup = GradingSetup(
+        spec=Path(options.spec).resolve(),
+        device=device,
+        secret=server_secret(files, options.secret_file),
+        files=files,
+        hide=hidden(options, files),
+        backend=options.backend,
+        jobs=concurrency(device, options.jobs),
+        timeout=options.timeout,
+        worker_user=options.worker_user,
+        kernel_cache=options.kernel_cache,
+        cluster=options.cluster,
+    )
+    server = Server(engine, assignment, device, effective(assignment.service, options.quota))  # type: ignore[arg-type]
+    if start_queue:
+        server.scheduler = Scheduler(engine, setup)
+    return server
+
+
+def serve(options: ServeOptions) -> None:
+    import uvicorn
+
+    from grader.course.service.asgi import build_app
+
+    app = build_app(make_server(options))
+    uvicorn.run(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="info",
+        limit_concurrency=MAX_CONNECTIONS,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        server_header=False,
+    )

@@ -1,0 +1,120 @@
+"""The queue in the database: fair between students, whole across restarts, and its schema's version."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from grader.course.service import db, store, tokens
+from grader.course.service.quotas import check
+from grader.course.service.scheduler import end_orphan
+from grader.spec.model import Quota
+
+
+def _engine(tmp_path: Path, people: tuple[str, ...] = ("ann", "ben", "cat")):  # type: ignore[no-untyped-def]
+    engine = db.open_db(str(tmp_path / "q.sqlite"))
+    for who in people:
+        tokens.issue(engine, tokens.Person(who, who, ""))
+    return engine
+
+
+def _run_all(engine) -> list[str]:  # type: ignore[no-untyped-def]
+    """Students in the order one worker grades their queued jobs."""
+    order = []
+    while (job := store.claim_next(engine)) is not None:
+        order.append(job.person_id)
+        store.finish(engine, job.id, "graded", None)
+    return order
+
+
+def test_the_queue_takes_students_in_turn(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    for _ in range(4):
+        store.add_job(engine, "ann", "test", b"x", "a.tar.gz")
+    store.add_job(engine, "ben", "test", b"x", "b.tar.gz")
+    store.add_job(engine, "cat", "test", b"x", "c.tar.gz")
+    # ann queued four first: she still waits her turn behind one each of ben and cat
+    assert _run_all(engine) == ["ann", "ben", "cat", "ann", "ann", "ann"]
+
+
+def test_one_running_job_per_student(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    store.add_job(engine, "ann", "test", b"x", "a.tar.gz")
+    store.add_job(engine, "ann", "final", b"x", "a.tar.gz")
+    first = store.claim_next(engine)
+    assert first is not None and store.claim_next(engine) is None  # ann's second waits for her first
+    store.add_job(engine, "ben", "test", b"x", "b.tar.gz")
+    second = store.claim_next(engine)
+    assert second is not None and second.person_id == "ben"
+
+
+def test_a_restart_requeues_what_was_running_with_nothing_lost(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    job_id = store.add_job(engine, "ann", "test", b"archive bytes", "a.tar.gz")
+    claimed = store.claim_next(engine)
+    assert claimed is not None and claimed.attempts == 1
+    store.set_pid(engine, job_id, 12345)
+    engine.dispose()
+    again = db.open_db(str(tmp_path / "q.sqlite"))  # as a restarted server opens it
+    assert store.requeue_running(again) == [(job_id, 12345)]
+    retried = store.claim_next(again)
+    assert retried is not None and retried.id == job_id and retried.attempts == 2
+    assert store.archive_of(again, job_id) == b"archive bytes"
+
+
+def test_an_orphan_is_ended_only_when_it_is_ours(tmp_path: Path) -> None:
+    files = tmp_path / "files"
+    ours = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "grader.cli", "grade", str(files / "jobs")],
+        start_new_session=True,
+    )
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        time.sleep(0.2)
+        assert not end_orphan(other.pid, files)
+        assert end_orphan(ours.pid, files)
+        assert ours.wait(timeout=10) == -9
+        assert other.poll() is None
+    finally:
+        for proc in (ours, other):
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+
+
+def test_a_database_from_a_newer_grader_is_refused(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    with engine.begin() as conn:
+        db.set_meta(conn, "schema_version", str(db.SCHEMA_VERSION + 1))
+    with pytest.raises(db.SchemaError, match="newer than this grader's"):
+        db.open_db(str(tmp_path / "q.sqlite"))
+
+
+def test_a_database_of_something_else_is_refused(tmp_path: Path) -> None:
+    other = create_engine(f"sqlite:///{tmp_path / 'other.sqlite'}")
+    with other.begin() as conn:
+        conn.execute(text("CREATE TABLE users (id INTEGER)"))
+    with pytest.raises(db.SchemaError, match="no service schema"):
+        db.open_db(str(tmp_path / "other.sqlite"))
+
+
+def test_the_database_is_the_servers_alone(tmp_path: Path) -> None:
+    _engine(tmp_path)
+    assert (tmp_path / "q.sqlite").stat().st_mode & 0o077 == 0
+
+
+def test_quota_windows_slide() -> None:
+    now = 100_000.0
+    quota = Quota(per_hour=2, per_day=3)
+    assert check(quota, "test", [now - 10], now) is None
+    hour = check(quota, "test", [now - 3000, now - 10], now)
+    assert hour is not None and hour.limit == "test per hour" and hour.resets_at == now - 3000 + 3600
+    day = check(quota, "test", [now - 80_000, now - 70_000, now - 5000], now)
+    assert day is not None and day.limit == "test per day" and day.resets_at == now - 80_000 + 86_400
+    assert check(Quota(per_hour=0), "final", [], now) is not None  # 0: that mode is closed
