@@ -111,7 +111,8 @@ class CaseRunner:
             assert outcome.result is not None
             cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches)
             meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, outcome.snapshots)
-            verdict = check_call(kind, spec, case, self.device, expected, payload, meta, outcome.changed_inputs())
+            changed = outcome.changed_inputs()
+            verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed, outcome.gpu_compiles)
             failures = [m for m in (verdict.message if not verdict.passed else "", cheat) if m]
             if failures:
                 pytest.fail(

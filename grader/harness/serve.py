@@ -116,6 +116,7 @@ def handle_call(
         triton_launches=outcome.triton_launches,
         profile=protocol.Profile(**outcome.profile) if outcome.profile else None,
         call_s=round(outcome.seconds, 4),
+        gpu_compiles=outcome.gpu_compiles,
     )
     return reply, protocol.pack_tensors(payload)
 

@@ -12,10 +12,26 @@ from typing import Any
 
 import torch
 
+from grader import protocol
 from grader.problems.base import ProblemKind, describe_tensor
 from grader.spec.model import Case, Problem
 
 SHOW_MISMATCHES = 5
+#: shared memory one program may use on the graded GPU: an H200 (sm_90) gives a block at most 227 KiB
+GPU_SHARED_BYTES = 232448
+#: what usually causes a compiler message, and what to do about it
+_COMPILE_HINTS = (
+    (
+        "Cannot access global variable",
+        "a @triton.jit function may read only globals made with tl.constexpr (`SCALE = tl.constexpr(0.5)`); "
+        "write the number inside the kernel or pass it as an argument",
+    ),
+    (
+        "exceeds triton maximum tensor numel",
+        "a Triton block holds at most 1048576 (2**20) elements: walk a long row in blocks (online softmax) "
+        "instead of loading it as one block",
+    ),
+)
 
 
 @dataclass
@@ -149,13 +165,18 @@ def check_call(
     outputs: dict[str, Any],
     meta: dict[str, Any],
     inputs_changed: list[str],
+    gpu_compiles: Sequence[protocol.GpuCompile] = (),
 ) -> Verdict:
-    """Every rule of the output contract, in the order a student should fix them.
+    """Every rule of the output contract, in the order a student should fix them; first of all,
+    that the graded GPU's compiler takes the kernels the call launched (under the interpreter).
 
     `outputs`, `meta` and `inputs_changed` come from the worker, an untrusted process: whatever
     their shape, the answer is a verdict, never an exception.
     """
     problems: list[str] = []
+    refused = gpu_compile_check(gpu_compiles)
+    if refused:
+        problems.append(refused)
     outputs = outputs if isinstance(outputs, dict) else {}
     meta = meta if isinstance(meta, dict) else {}
     notes = meta.get("_notes")
@@ -170,6 +191,31 @@ def check_call(
         if message:
             problems.append(message)
     return Verdict(not problems, "\n".join(problems))
+
+
+def gpu_compile_check(compiles: Sequence[protocol.GpuCompile]) -> str | None:
+    """The GPU's verdict on the kernels a CPU call launched (`grader.harness.gpu_compile`), or None.
+
+    Under the interpreter a kernel runs as Python; the graded GPU compiles it first. A kernel its
+    compiler refuses, or that asks for more shared memory than an H200 has, scores nothing there,
+    so it fails here too, with the compiler's own message.
+    """
+    for result in compiles:
+        if result.error is not None:
+            hint = next((h for pattern, h in _COMPILE_HINTS if pattern in result.error), None)
+            hint = hint or "the graded GPU compiles every kernel this way before it runs"
+            return (
+                f"the GPU compiler refuses kernel {result.kernel} (compiled ahead of time for the graded H200 with "
+                f"this call's arguments; Triton's interpreter runs it on a CPU, a GPU does not):\n"
+                f"{result.error}\nhint: {hint}"
+            )
+        if result.shared_bytes is not None and result.shared_bytes > GPU_SHARED_BYTES:
+            return (
+                f"kernel {result.kernel} needs {result.shared_bytes} bytes of shared memory per program, and the "
+                f"graded H200 has {GPU_SHARED_BYTES} (227 KiB): it would not launch there\nhint: smaller tiles "
+                f"(BLOCK sizes) or fewer pipeline stages (num_stages) need less"
+            )
+    return None
 
 
 def kernel_check(

@@ -131,7 +131,15 @@ class ProblemRun:
         self._check_kernel_use(reply.profile, reply.triton_launches, case)
         with trace.span(*label, "check"):
             verdict = check_call(
-                self.kind, self.problem, case, self.device, expected, payload, reply.meta, reply.inputs_changed
+                self.kind,
+                self.problem,
+                case,
+                self.device,
+                expected,
+                payload,
+                reply.meta,
+                reply.inputs_changed,
+                reply.gpu_compiles,
             )
         return verdict.passed, verdict.message
 
