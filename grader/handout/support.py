@@ -109,7 +109,7 @@ class CaseRunner:
             if outcome.error is not None:
                 raise outcome.error
             assert outcome.result is not None
-            cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches)
+            cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches, self.submission)
             meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, outcome.snapshots)
             changed = outcome.changed_inputs()
             verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed, outcome.gpu_compiles)
@@ -121,11 +121,12 @@ class CaseRunner:
                 )
 
 
-def kernel_message(spec: Problem, case: Case, profile: dict[str, Any], triton_launches: int) -> str | None:
+def kernel_message(
+    spec: Problem, case: Case, profile: dict[str, Any], triton_launches: int, submission: Path | None = None
+) -> str | None:
     """The kernel check's verdict on a watched call, as the handout reports it (None: it passes)."""
-    cheat = kernel_check(
-        spec, case, list(profile.get("aten_ops", [])), triton_launches, list(profile.get("compiled_regions", []))
-    )
+    ops, compiled = list(profile.get("aten_ops", [])), list(profile.get("compiled_regions", []))
+    cheat = kernel_check(spec, case, ops, triton_launches, compiled, submission)
     return cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 
 
@@ -195,7 +196,7 @@ class BenchmarkRunner:
         rounds = FreshRounds(kind, case, sets, seeds.refill, seeds.verify) if fn is not None else None
         if fn is not None:
             _, profile, launches = calls.watched(kind, fn, sets[0], case, "cuda")
-            cheat = kernel_message(spec, case, profile, launches)
+            cheat = kernel_message(spec, case, profile, launches, self.runner.submission)
             if cheat:
                 pytest.fail(cheat, pytrace=False)
         samples = timing.measure(timed, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s

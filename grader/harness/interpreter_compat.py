@@ -27,6 +27,8 @@ each is mended here so that a kernel the GPU runs runs here too (the write-up's 
 - a `@triton.jit` helper called from a kernel left triton.language patched for the interpreter
   (a launch puts it back, a helper call did not), which broke the GPU compile of every kernel
   after it (`grader.harness.gpu_compile`); here a helper's call puts it back too.
+- a load or store outside every tensor of the launch raises, with a hint, instead of corrupting
+  or aborting the process (`grader.harness.interpreter_bounds`).
 - bfloat16 arithmetic, comparisons, reductions, casts and scalar constants (`x * 0.5`) compute on
   the values, not on the raw 16-bit patterns the interpreter holds (`grader.harness.interpreter_bf16`).
 
@@ -46,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.harness import interpreter_bf16
+from grader.harness import interpreter_bf16, interpreter_bounds
 
 _INSTALLED = False
 
@@ -79,8 +81,8 @@ def install() -> bool:
     # `do_bench` is a cached property on Triton 3.x; a plain property wins over any per-instance
     # benchmarker (a `do_bench=` argument would also need a GPU)
     Autotuner.do_bench = property(lambda self: untimed_bench)  # type: ignore[assignment,method-assign]
-    bf16 = interpreter_bf16.install
-    mends = (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton, bf16, _nan_min_max, _device_calls)
+    bf16, bounds = interpreter_bf16.install, interpreter_bounds.install
+    mends = (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton, bf16, bounds, _nan_min_max, _device_calls)
     for mend in mends:
         try:
             mend()

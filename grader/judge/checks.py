@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from grader import protocol
+from grader.judge.op_sites import op_call_sites
 from grader.problems.base import ProblemKind, describe_tensor
 from grader.spec.model import Case, Problem
 
 SHOW_MISMATCHES = 5
+#: memory the grader leaves unwritten holds PyTorch's fill NaN (0x7fc00000 in float32, 0x7e00 in float16,
+#: 0x7fc0 in bfloat16), which float64 holds as this; a NaN a kernel computes has another sign or
+#: payload (0xffc00000 from x86 arithmetic, 0x7fffffff from a GPU's), so the two can be told apart
+UNWRITTEN_NAN_BITS = 0x7FF8000000000000
 #: shared memory one program may use on the graded GPU: an H200 (sm_90) gives a block at most 227 KiB
 GPU_SHARED_BYTES = 232448
 #: what usually causes a compiler message, and what to do about it
@@ -68,9 +74,13 @@ def compare(name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float
         f"{_fmt(float(rel[finite].max()) if finite.any() else 0.0)}, "
         f"tolerance atol={atol:g} rtol={rtol:g})"
     ]
-    unexpected_nan = int((act_nan & ~exp_nan).sum())
-    if unexpected_nan:
-        lines.append(f"  {unexpected_nan} NaN where a number was expected (unwritten output elements read as NaN)")
+    unexpected = act_nan & ~exp_nan
+    unwritten = int((unexpected & (act.view(torch.int64) == UNWRITTEN_NAN_BITS)).sum())
+    computed = int(unexpected.sum()) - unwritten
+    if unwritten:
+        lines.append(f"  {unwritten} NaN where a number was expected (unwritten output elements read as NaN)")
+    if computed:
+        lines.append(f"  {computed} NaN where a number was expected, computed by the kernel (not left unwritten)")
     for idx in torch.nonzero(bad)[:SHOW_MISMATCHES].tolist():
         lines.append(f"  at {tuple(idx)}: expected {_fmt(float(exp[tuple(idx)]))}, got {_fmt(float(act[tuple(idx)]))}")
     return "\n".join(lines)
@@ -219,7 +229,12 @@ def gpu_compile_check(compiles: Sequence[protocol.GpuCompile]) -> str | None:
 
 
 def kernel_check(
-    problem: Problem, case: Case, aten_ops: list[str], triton_launches: int, compiled: Sequence[str] = ()
+    problem: Problem,
+    case: Case,
+    aten_ops: list[str],
+    triton_launches: int,
+    compiled: Sequence[str] = (),
+    submission: Path | None = None,
 ) -> str | None:
     """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
 
@@ -228,11 +243,14 @@ def kernel_check(
     `triton_launches` counts the Triton kernels the whole call launched; `compiled` names the
     events of torch.compile'd code that ran compiled in the watched part, where the watch runs
     it eagerly: its kernels are inductor's, not the student's, and their ops are unseen.
+    `submission`, where known, is read for the lines that likely run a forbidden op.
     """
     used = [op for op in aten_ops if op in problem.forbidden_ops]
     if used:
+        sites = op_call_sites(submission, used) if submission is not None else []
+        where = f" (likely at {', '.join(sites)})" if sites else ""
         return (
-            f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {problem.title} must be "
+            f"called the PyTorch op(s) {', '.join(used)} in case {case.name}{where}: {problem.title} must be "
             f"computed by your own Triton kernel"
         )
     if compiled:

@@ -152,6 +152,7 @@ class ProblemRun:
             list(profile.aten_ops) if profile else [],
             triton_launches,
             list(profile.compiled_regions) if profile else [],
+            self.submission,
         )
 
     # -- the problem ------------------------------------------------------------------------------
