@@ -24,6 +24,7 @@ from grader.judge.performance import achieved as _achieved
 from grader.loading import load_function
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
+from grader.spec import gpu_limits
 from grader.spec.load import load_assignment
 from grader.spec.model import Case, Problem
 
@@ -107,6 +108,9 @@ class CaseRunner:
             if isinstance(outcome.error, NotImplementedError):
                 pytest.fail(f"NotImplementedError: {outcome.error}", pytrace=False)
             if outcome.error is not None:
+                hint = gpu_limits.hint(str(outcome.error))  # as the grader's worker adds it
+                if hint:
+                    pytest.fail(f"{type(outcome.error).__name__}: {outcome.error}\nhint: {hint}", pytrace=False)
                 raise outcome.error
             assert outcome.result is not None
             cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches, self.submission)

@@ -16,6 +16,8 @@ import torch
 from grader import protocol
 from grader.judge.op_sites import op_call_sites
 from grader.problems.base import ProblemKind, describe_tensor
+from grader.spec.gpu_limits import GPU_SHARED_BYTES
+from grader.spec.gpu_limits import hint as compile_hint
 from grader.spec.model import Case, Problem
 
 SHOW_MISMATCHES = 5
@@ -23,21 +25,6 @@ SHOW_MISMATCHES = 5
 #: 0x7fc0 in bfloat16), which float64 holds as this; a NaN a kernel computes has another sign or
 #: payload (0xffc00000 from x86 arithmetic, 0x7fffffff from a GPU's), so the two can be told apart
 UNWRITTEN_NAN_BITS = 0x7FF8000000000000
-#: shared memory one program may use on the graded GPU: an H200 (sm_90) gives a block at most 227 KiB
-GPU_SHARED_BYTES = 232448
-#: what usually causes a compiler message, and what to do about it
-_COMPILE_HINTS = (
-    (
-        "Cannot access global variable",
-        "a @triton.jit function may read only globals made with tl.constexpr (`SCALE = tl.constexpr(0.5)`); "
-        "write the number inside the kernel or pass it as an argument",
-    ),
-    (
-        "exceeds triton maximum tensor numel",
-        "a Triton block holds at most 1048576 (2**20) elements: walk a long row in blocks (online softmax) "
-        "instead of loading it as one block",
-    ),
-)
 
 
 @dataclass
@@ -212,8 +199,7 @@ def gpu_compile_check(compiles: Sequence[protocol.GpuCompile]) -> str | None:
     """
     for result in compiles:
         if result.error is not None:
-            hint = next((h for pattern, h in _COMPILE_HINTS if pattern in result.error), None)
-            hint = hint or "the graded GPU compiles every kernel this way before it runs"
+            hint = compile_hint(result.error) or "the graded GPU compiles every kernel this way before it runs"
             return (
                 f"the GPU compiler refuses kernel {result.kernel} (compiled ahead of time for the graded H200 with "
                 f"this call's arguments; Triton's interpreter runs it on a CPU, a GPU does not):\n"
