@@ -275,7 +275,7 @@ def run(
     error: BaseException | None = None
     started = _perf_counter()
     taken: Snapshots = {}
-    gpu_compile.start()
+    gpu_compile.start(case.compile_only)
     nan_fill(True)
     try:
         try:
@@ -286,10 +286,12 @@ def run(
             GUARD.restore()  # before any other name is looked up
     except BaseException as exc:  # noqa: BLE001 - the student's error is a result to report
         error = exc
+    compiles = gpu_compile.taken()
+    gpu_compile.start()  # compile-only ends with the call
     nan_fill(False)
     spent = _perf_counter() - started
     launched = LaunchCounter.total() - launches
-    return Outcome(inputs, before, result, error, profile, launched, spent, taken, gpu_compile.taken())
+    return Outcome(inputs, before, result, error, profile, launched, spent, taken, compiles)
 
 
 def watched(

@@ -151,9 +151,11 @@ def compiled(kernel: InterpretedFunction, args: tuple[Any, ...], kwargs: dict[st
     return _CACHE[key]
 
 
-def start() -> None:
-    """A new call begins: forget the previous call's compiles (the cache stays)."""
+def start(compile_only: bool = False) -> None:
+    """A new call begins: forget the previous call's compiles (the cache stays); with
+    `compile_only`, its launches are compiled for the GPU and not run (`Case.compile_only`)."""
     _SEEN.clear()
+    _ONLY[0] = compile_only and _INSTALLED[0]
 
 
 def taken() -> list[protocol.GpuCompile]:
@@ -162,13 +164,17 @@ def taken() -> list[protocol.GpuCompile]:
 
 
 _RUN_WRAPPER = """
-def make(original, check):
+def make(original, check, only):
     def run(self, *args, grid, warmup, **kwargs):
         if not warmup:
             check(self, args, kwargs)
+            if only[0]:
+                return None
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
     return run
 """
+#: [True] while a compile-only case is called (`start`): launches are compiled, not run
+_ONLY = [False]
 _INSTALLED = [False]
 
 
@@ -189,6 +195,6 @@ def install() -> bool:
     DependenciesFinder.record_reference = _record_reference_twinned  # type: ignore[method-assign]
     namespace: dict[str, Any] = {"__builtins__": {}}
     exec(_RUN_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
-    InterpretedFunction.run = namespace["make"](InterpretedFunction.run, _check)  # type: ignore[method-assign]
+    InterpretedFunction.run = namespace["make"](InterpretedFunction.run, _check, _ONLY)  # type: ignore[method-assign]
     _INSTALLED[0] = True
     return True

@@ -174,6 +174,8 @@ def check_call(
     refused = gpu_compile_check(gpu_compiles)
     if refused:
         problems.append(refused)
+    if case.compile_only and device == "cpu":  # nothing ran: the compiler's verdict is the case's
+        return Verdict(not problems, "\n".join(problems))
     outputs = outputs if isinstance(outputs, dict) else {}
     meta = meta if isinstance(meta, dict) else {}
     notes = meta.get("_notes")
