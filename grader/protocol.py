@@ -81,6 +81,17 @@ class Profile(Message):
     triton_launches: int = 0
 
 
+class GpuCompile(Message):
+    """One kernel variant a call launched under the interpreter, compiled ahead of time for the
+    graded GPU (`grader.harness.gpu_compile`): the compiler's message, or what it reserved."""
+
+    kernel: str
+    #: the compiler's error (None: it compiled)
+    error: str | None = None
+    #: shared memory per program the compiled kernel needs, in bytes (None: it did not compile)
+    shared_bytes: int | None = None
+
+
 class Called(Message):
     """A correctness call that returned: its outputs' facts (the values travel in the blob)."""
 
@@ -91,6 +102,8 @@ class Called(Message):
     triton_launches: int
     profile: Profile | None = None
     call_s: float
+    #: the distinct kernel variants the call launched, compiled for the GPU (under the interpreter)
+    gpu_compiles: list[GpuCompile] = []
 
 
 class VerifiedRound(Message):

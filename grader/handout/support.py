@@ -24,6 +24,7 @@ from grader.judge.performance import achieved as _achieved
 from grader.loading import load_function
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
+from grader.spec import gpu_limits
 from grader.spec.load import load_assignment
 from grader.spec.model import Case, Problem
 
@@ -107,11 +108,15 @@ class CaseRunner:
             if isinstance(outcome.error, NotImplementedError):
                 pytest.fail(f"NotImplementedError: {outcome.error}", pytrace=False)
             if outcome.error is not None:
+                hint = gpu_limits.hint(str(outcome.error))  # as the grader's worker adds it
+                if hint:
+                    pytest.fail(f"{type(outcome.error).__name__}: {outcome.error}\nhint: {hint}", pytrace=False)
                 raise outcome.error
             assert outcome.result is not None
-            cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches)
+            cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches, self.submission)
             meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, outcome.snapshots)
-            verdict = check_call(kind, spec, case, self.device, expected, payload, meta, outcome.changed_inputs())
+            changed = outcome.changed_inputs()
+            verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed, outcome.gpu_compiles)
             failures = [m for m in (verdict.message if not verdict.passed else "", cheat) if m]
             if failures:
                 pytest.fail(
@@ -120,11 +125,12 @@ class CaseRunner:
                 )
 
 
-def kernel_message(spec: Problem, case: Case, profile: dict[str, Any], triton_launches: int) -> str | None:
+def kernel_message(
+    spec: Problem, case: Case, profile: dict[str, Any], triton_launches: int, submission: Path | None = None
+) -> str | None:
     """The kernel check's verdict on a watched call, as the handout reports it (None: it passes)."""
-    cheat = kernel_check(
-        spec, case, list(profile.get("aten_ops", [])), triton_launches, list(profile.get("compiled_regions", []))
-    )
+    ops, compiled = list(profile.get("aten_ops", [])), list(profile.get("compiled_regions", []))
+    cheat = kernel_check(spec, case, ops, triton_launches, compiled, submission)
     return cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 
 
@@ -194,7 +200,7 @@ class BenchmarkRunner:
         rounds = FreshRounds(kind, case, sets, seeds.refill, seeds.verify) if fn is not None else None
         if fn is not None:
             _, profile, launches = calls.watched(kind, fn, sets[0], case, "cuda")
-            cheat = kernel_message(spec, case, profile, launches)
+            cheat = kernel_message(spec, case, profile, launches, self.runner.submission)
             if cheat:
                 pytest.fail(cheat, pytrace=False)
         samples = timing.measure(timed, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s

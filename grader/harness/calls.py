@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from grader import protocol
+from grader.harness import gpu_compile
 from grader.harness.recording import CompiledAsEager, Recording, compiled_events
 from grader.harness.watch import GUARD, PROFILER, LaunchCounter
 from grader.problems.base import CallOutput, ProblemKind, output_facts
@@ -246,6 +248,8 @@ class Outcome:
     seconds: float
     #: copies of what the function returned, taken inside the watch (`describe_outputs`)
     snapshots: Snapshots = field(default_factory=dict)
+    #: the kernel variants it launched, compiled for the graded GPU (under the interpreter only)
+    gpu_compiles: list[protocol.GpuCompile] = field(default_factory=list)
 
     def changed_inputs(self) -> list[str]:
         return changed_inputs(self.inputs, self.before)
@@ -271,6 +275,7 @@ def run(
     error: BaseException | None = None
     started = _perf_counter()
     taken: Snapshots = {}
+    gpu_compile.start(case.compile_only)
     nan_fill(True)
     try:
         try:
@@ -281,9 +286,12 @@ def run(
             GUARD.restore()  # before any other name is looked up
     except BaseException as exc:  # noqa: BLE001 - the student's error is a result to report
         error = exc
+    compiles = gpu_compile.taken()
+    gpu_compile.start()  # compile-only ends with the call
     nan_fill(False)
     spent = _perf_counter() - started
-    return Outcome(inputs, before, result, error, profile, LaunchCounter.total() - launches, spent, taken)
+    launched = LaunchCounter.total() - launches
+    return Outcome(inputs, before, result, error, profile, launched, spent, taken, compiles)
 
 
 def watched(

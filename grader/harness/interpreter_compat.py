@@ -24,8 +24,13 @@ each is mended here so that a kernel the GPU runs runs here too (the write-up's 
 - `tl.maximum` / `tl.minimum` (NaN not propagated, the default) return the other operand for a NaN
   on a GPU (PTX max/min) but NaN in the interpreter; here they follow the GPU, as the
   interpreter's own `tl.max` / `tl.min` reductions already do.
-- a cast into or out of bfloat16 from anything but float32 (float64, float16, integers) moved the
-  raw bits as a number (1.0 stored as 9e-41); here it goes through float32, as a GPU converts.
+- a `@triton.jit` helper called from a kernel left triton.language patched for the interpreter
+  (a launch puts it back, a helper call did not), which broke the GPU compile of every kernel
+  after it (`grader.harness.gpu_compile`); here a helper's call puts it back too.
+- a load or store outside every tensor of the launch raises, with a hint, instead of corrupting
+  or aborting the process (`grader.harness.interpreter_bounds`).
+- bfloat16 arithmetic, comparisons, reductions, casts and scalar constants (`x * 0.5`) compute on
+  the values, not on the raw 16-bit patterns the interpreter holds (`grader.harness.interpreter_bf16`).
 
 Installed by the grader's worker before a submission is imported and by the handout's tests, in
 the interpreter only; a GPU run is never touched.
@@ -34,6 +39,7 @@ the interpreter only; a GPU run is never touched.
 from __future__ import annotations
 
 import ast
+import inspect
 import math
 import os
 import re
@@ -41,6 +47,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from grader.harness import interpreter_bf16, interpreter_bounds
 
 _INSTALLED = False
 
@@ -73,7 +81,9 @@ def install() -> bool:
     # `do_bench` is a cached property on Triton 3.x; a plain property wins over any per-instance
     # benchmarker (a `do_bench=` argument would also need a GPU)
     Autotuner.do_bench = property(lambda self: untimed_bench)  # type: ignore[assignment,method-assign]
-    for mend in (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton, _bfloat16_casts, _nan_min_max):
+    bf16, bounds = interpreter_bf16.install, interpreter_bounds.install
+    mends = (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton, bf16, bounds, _nan_min_max, _device_calls)
+    for mend in mends:
         try:
             mend()
         except (ImportError, AttributeError):  # pragma: no cover - a Triton or torch laid out otherwise
@@ -196,14 +206,19 @@ def _libdevice_modules() -> None:
     """Both libdevice modules' functions, bound to the interpreter's semantic (as tl's are per launch)."""
     import triton.language.extra.cuda.libdevice as cuda
     import triton.language.extra.libdevice as generic
-    from triton.runtime.interpreter import interpreter_semantic
+    from triton.runtime.interpreter import InterpreterBuilder, interpreter_semantic
 
     def bound(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            kwargs.pop("_semantic", None)
-            return fn(*args, **kwargs, _semantic=interpreter_semantic)
+            # the GPU compiler (grader.harness.gpu_compile) passes its own semantic: keep it
+            semantic = kwargs.pop("_semantic", None)
+            if semantic is None or isinstance(getattr(semantic, "builder", None), InterpreterBuilder):
+                semantic = interpreter_semantic
+            return fn(*args, **kwargs, _semantic=semantic)
 
         call.__name__ = call.__qualname__ = fn.__name__
+        call.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+        call.__triton_builtin__ = True  # type: ignore[attr-defined]
         return call
 
     for name in dir(cuda):
@@ -218,27 +233,30 @@ def _libdevice_modules() -> None:
 # -- casts --------------------------------------------------------------------------------------
 
 
-def _bfloat16_casts() -> None:
-    import triton.language as tl
-    from triton.runtime.interpreter import InterpreterBuilder
-
-    original = InterpreterBuilder.cast_impl
-
-    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
-        """Only float32 <-> bfloat16 converts values in the interpreter: anything else goes through it."""
-        ends = {src.dtype.scalar, dst_type.scalar}
-        if tl.bfloat16 in ends and len(ends) == 2 and tl.float32 not in ends:
-            return original(self, original(self, src, tl.float32), dst_type)
-        return original(self, src, dst_type)
-
-    InterpreterBuilder.cast_impl = cast_impl  # type: ignore[method-assign]
-
-
 def _nan_min_max() -> None:
     from triton.runtime.interpreter import InterpreterBuilder
 
     InterpreterBuilder.create_maxnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmax)  # type: ignore[method-assign]
     InterpreterBuilder.create_minnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmin)  # type: ignore[method-assign]
+
+
+def _device_calls() -> None:
+    """A `@triton.jit` helper called from a kernel patches triton.language for the interpreter and
+    never puts it back (a launch does): after the first helper call, `tl.tensor.__mul__` and the
+    rest stay bound to the interpreter, and compiling any kernel for the GPU afterwards fails. Here
+    a helper's call restores what it patched, as a launch does."""
+    from triton.runtime import interpreter
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            return self.rewrite()(*args, **kwargs)
+        except Exception as e:
+            raise interpreter.InterpreterError(repr(e)) from e
+        finally:
+            scope.restore()
+
+    interpreter.InterpretedFunction.__call__ = __call__  # type: ignore[method-assign]
 
 
 # -- loop variables ------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from grader.harness.watch import GUARD, LaunchCounter, arm
 from grader.loading import load_function
 from grader.problems import REGISTRY
 from grader.problems.base import generator
-from grader.spec import versions
+from grader.spec import gpu_limits, versions
 
 MAX_MESSAGE = 4000
 
@@ -75,7 +75,9 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
             summary = f"MemoryError: out of memory (a worker may use at most {shown} of address space)"
         else:
             summary = f"{kind}: {exc}".replace(root, "")
-            note = versions.hint(summary)  # an error only a Triton other than the grading one raises
+            # an error only a Triton other than the grading one raises; a GPU rule the interpreter also checks
+            note = versions.hint(summary) or gpu_limits.hint(summary)
+            note = note if note is None or note.startswith("Triton") else f"hint: {note}"
             summary += f"\n{note}" if note else ""
         text = str(exc)
         fatal = isinstance(exc, torch.OutOfMemoryError) or "CUDA error" in text or "illegal memory access" in text
@@ -116,6 +118,7 @@ def handle_call(
         triton_launches=outcome.triton_launches,
         profile=protocol.Profile(**outcome.profile) if outcome.profile else None,
         call_s=round(outcome.seconds, 4),
+        gpu_compiles=outcome.gpu_compiles,
     )
     return reply, protocol.pack_tensors(payload)
 

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from grader import protocol
+from grader.judge.op_sites import op_call_sites
 from grader.problems.base import ProblemKind, describe_tensor
+from grader.spec.gpu_limits import GPU_SHARED_BYTES
+from grader.spec.gpu_limits import hint as compile_hint
 from grader.spec.model import Case, Problem
 
 SHOW_MISMATCHES = 5
+#: memory the grader leaves unwritten holds PyTorch's fill NaN (0x7fc00000 in float32, 0x7e00 in float16,
+#: 0x7fc0 in bfloat16), which float64 holds as this; a NaN a kernel computes has another sign or
+#: payload (0xffc00000 from x86 arithmetic, 0x7fffffff from a GPU's), so the two can be told apart
+UNWRITTEN_NAN_BITS = 0x7FF8000000000000
 
 
 @dataclass
@@ -52,9 +61,13 @@ def compare(name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float
         f"{_fmt(float(rel[finite].max()) if finite.any() else 0.0)}, "
         f"tolerance atol={atol:g} rtol={rtol:g})"
     ]
-    unexpected_nan = int((act_nan & ~exp_nan).sum())
-    if unexpected_nan:
-        lines.append(f"  {unexpected_nan} NaN where a number was expected (unwritten output elements read as NaN)")
+    unexpected = act_nan & ~exp_nan
+    unwritten = int((unexpected & (act.view(torch.int64) == UNWRITTEN_NAN_BITS)).sum())
+    computed = int(unexpected.sum()) - unwritten
+    if unwritten:
+        lines.append(f"  {unwritten} NaN where a number was expected (unwritten output elements read as NaN)")
+    if computed:
+        lines.append(f"  {computed} NaN where a number was expected, computed by the kernel (not left unwritten)")
     for idx in torch.nonzero(bad)[:SHOW_MISMATCHES].tolist():
         lines.append(f"  at {tuple(idx)}: expected {_fmt(float(exp[tuple(idx)]))}, got {_fmt(float(act[tuple(idx)]))}")
     return "\n".join(lines)
@@ -149,13 +162,20 @@ def check_call(
     outputs: dict[str, Any],
     meta: dict[str, Any],
     inputs_changed: list[str],
+    gpu_compiles: Sequence[protocol.GpuCompile] = (),
 ) -> Verdict:
-    """Every rule of the output contract, in the order a student should fix them.
+    """Every rule of the output contract, in the order a student should fix them; first of all,
+    that the graded GPU's compiler takes the kernels the call launched (under the interpreter).
 
     `outputs`, `meta` and `inputs_changed` come from the worker, an untrusted process: whatever
     their shape, the answer is a verdict, never an exception.
     """
     problems: list[str] = []
+    refused = gpu_compile_check(gpu_compiles)
+    if refused:
+        problems.append(refused)
+    if case.compile_only and device == "cpu":  # nothing ran: the compiler's verdict is the case's
+        return Verdict(not problems, "\n".join(problems))
     outputs = outputs if isinstance(outputs, dict) else {}
     meta = meta if isinstance(meta, dict) else {}
     notes = meta.get("_notes")
@@ -172,8 +192,37 @@ def check_call(
     return Verdict(not problems, "\n".join(problems))
 
 
+def gpu_compile_check(compiles: Sequence[protocol.GpuCompile]) -> str | None:
+    """The GPU's verdict on the kernels a CPU call launched (`grader.harness.gpu_compile`), or None.
+
+    Under the interpreter a kernel runs as Python; the graded GPU compiles it first. A kernel its
+    compiler refuses, or that asks for more shared memory than an H200 has, scores nothing there,
+    so it fails here too, with the compiler's own message.
+    """
+    for result in compiles:
+        if result.error is not None:
+            hint = compile_hint(result.error) or "the graded GPU compiles every kernel this way before it runs"
+            return (
+                f"the GPU compiler refuses kernel {result.kernel} (compiled ahead of time for the graded H200 with "
+                f"this call's arguments; Triton's interpreter runs it on a CPU, a GPU does not):\n"
+                f"{result.error}\nhint: {hint}"
+            )
+        if result.shared_bytes is not None and result.shared_bytes > GPU_SHARED_BYTES:
+            return (
+                f"kernel {result.kernel} needs {result.shared_bytes} bytes of shared memory per program, and the "
+                f"graded H200 has {GPU_SHARED_BYTES} (227 KiB): it would not launch there\nhint: smaller tiles "
+                f"(BLOCK sizes) or fewer pipeline stages (num_stages) need less"
+            )
+    return None
+
+
 def kernel_check(
-    problem: Problem, case: Case, aten_ops: list[str], triton_launches: int, compiled: Sequence[str] = ()
+    problem: Problem,
+    case: Case,
+    aten_ops: list[str],
+    triton_launches: int,
+    compiled: Sequence[str] = (),
+    submission: Path | None = None,
 ) -> str | None:
     """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
 
@@ -182,11 +231,14 @@ def kernel_check(
     `triton_launches` counts the Triton kernels the whole call launched; `compiled` names the
     events of torch.compile'd code that ran compiled in the watched part, where the watch runs
     it eagerly: its kernels are inductor's, not the student's, and their ops are unseen.
+    `submission`, where known, is read for the lines that likely run a forbidden op.
     """
     used = [op for op in aten_ops if op in problem.forbidden_ops]
     if used:
+        sites = op_call_sites(submission, used) if submission is not None else []
+        where = f" (likely at {', '.join(sites)})" if sites else ""
         return (
-            f"called the PyTorch op(s) {', '.join(used)} in case {case.name}: {problem.title} must be "
+            f"called the PyTorch op(s) {', '.join(used)} in case {case.name}{where}: {problem.title} must be "
             f"computed by your own Triton kernel"
         )
     if compiled:

@@ -13,6 +13,9 @@ from typing import Literal
 
 from grader.records.model import ProblemResult, Result
 
+#: scan findings that are not evidence for a person to weigh: a file that does not parse is an
+#: error the problem's import already reports (its line stays in the report), not a cheat's trace
+NOT_EVIDENCE = frozenset({"syntax-error"})
 FlagKind = Literal["kernel check failed", "timing flagged", "review", "scan findings"]
 #: flags that keep a result off the public ranking (points are not earned fairly)
 BLOCKING: frozenset[str] = frozenset({"kernel check failed", "timing flagged"})
@@ -61,11 +64,10 @@ def problem_flags(problem: ProblemResult) -> list[Flag]:
             )
         if perf.review:
             flags.append(Flag("review", problem.name, _short(perf.review)))
-    if problem.findings:
-        rules = sorted({f.rule for f in problem.findings})
-        flags.append(
-            Flag("scan findings", problem.name, _short(f"{len(problem.findings)} finding(s): {', '.join(rules)}"))
-        )
+    evidence = [f for f in problem.findings if f.rule not in NOT_EVIDENCE]
+    if evidence:
+        rules = sorted({f.rule for f in evidence})
+        flags.append(Flag("scan findings", problem.name, _short(f"{len(evidence)} finding(s): {', '.join(rules)}")))
     return flags
 
 
@@ -76,7 +78,7 @@ def result_flags(result: Result) -> list[Flag]:
     for problem in result.problems:
         for flag in problem_flags(problem):
             if flag.kind == "scan findings":
-                keys = {(f.file, f.line, f.rule) for f in problem.findings}
+                keys = {(f.file, f.line, f.rule) for f in problem.findings if f.rule not in NOT_EVIDENCE}
                 if keys <= seen_findings:
                     continue
                 seen_findings |= keys

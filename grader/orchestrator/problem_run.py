@@ -169,7 +169,15 @@ class ProblemRun:
         self._check_kernel_use(reply.profile, reply.triton_launches, case)
         with trace.span(*label, "check"):
             verdict = check_call(
-                self.kind, self.problem, case, self.device, expected, payload, reply.meta, reply.inputs_changed
+                self.kind,
+                self.problem,
+                case,
+                self.device,
+                expected,
+                payload,
+                reply.meta,
+                reply.inputs_changed,
+                reply.gpu_compiles,
             )
         return verdict.passed, verdict.message
 
@@ -182,6 +190,7 @@ class ProblemRun:
             list(profile.aten_ops) if profile else [],
             triton_launches,
             list(profile.compiled_regions) if profile else [],
+            self.submission,
         )
 
     # -- the problem ------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ def print_result(result: Result, console: Console) -> None:
     table.add_section()
     table.add_row("total", "", "", "", f"[bold]{_pts(result.score)} / {_pts(result.max_score)}[/]")
     console.print(table)
+    if result.pending_note():
+        console.print(f"total {_pts(result.score)} / {_pts(result.max_score)}: {result.pending_note()} (not here)")
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
@@ -73,6 +75,7 @@ def progress_line(done: int, total: int, student: str, result: Result) -> str:
     """One plain line per finished student, for a batch whose output goes to a log, not a terminal."""
     if result.status == "graded":
         text = f"graded {_pts(result.score)} / {_pts(result.max_score)}"
+        text += f" ({result.pending_note()})" if result.pending_note() else ""
     else:
         first = result.error.strip().splitlines()[0] if result.error.strip() else "unknown reason"
         text = f"NOT GRADED ({first[:200]})"

@@ -51,7 +51,7 @@ def one_line(text: str, limit: int = MAX_ERROR) -> str:
 
 
 def columns(problems: list[str]) -> list[str]:
-    return ["student", "status", *problems, "total", "max", "flags", "error", "duration_s", "gpu"]
+    return ["student", "status", *problems, "total", "max", "not_measured", "flags", "error", "duration_s", "gpu"]
 
 
 def row(student: str, result: Result | None, problems: list[str], slot: str | None = None) -> dict[str, Any]:
@@ -64,6 +64,7 @@ def row(student: str, result: Result | None, problems: list[str], slot: str | No
         line.update(
             total=None,
             max=None,
+            not_measured="",
             flags="",
             error="not graded yet (the batch was interrupted or is still running)",
             duration_s=None,
@@ -78,6 +79,7 @@ def row(student: str, result: Result | None, problems: list[str], slot: str | No
     line.update(
         total=round(result.score, 2) if graded else None,
         max=round(result.max_score, 2),
+        not_measured=result.pending_note() if graded else "",
         flags=flags.labels(result) if graded else "",
         error=one_line(error_text(result)),
         duration_s=round(result.duration_s, 1),

@@ -124,9 +124,7 @@ def _summary_output(result: Result) -> str:
     else:
         lines = [f"{pts(result.score):g} / {pts(result.max_score):g}"]
         if result.pending_score:
-            lines.append(
-                f"{pts(result.pending_score):g} performance points not measured here (no GPU): neither zero nor full"
-            )
+            lines.append(f"{result.pending_note()}: not measured here, neither zero nor full")
     found = flags.result_flags(result)
     if found:
         lines.append("Flags for the course staff: " + "; ".join(f.label for f in found))

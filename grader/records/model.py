@@ -210,6 +210,12 @@ class Result(Record):
     warnings: list[str] = Field(default_factory=list)
     problems: list[ProblemResult]
 
+    def pending_note(self) -> str:
+        """What a total without a GPU leaves out, said next to it wherever it is shown ("" on a GPU)."""
+        if not self.pending_score:
+            return ""
+        return f"{round(self.pending_score, 2):g} performance points are measured on a GPU"
+
 
 def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     """A version 1 record in version 2's fields: facts that v1 kept in names and message prefixes."""

@@ -54,6 +54,39 @@ def leaderboard_alias(result: Result) -> str | None:
     return pseudonym(result.submission.student, os.environ.get(SALT_ENV) or result.assignment.name)
 
 
+#: the write-up the spec's `writeup_section` anchors point into (a repository checkout or the handout)
+WRITEUP = Path(__file__).resolve().parents[2] / "assignment" / "README.md"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading: lower case, punctuation dropped, spaces as dashes."""
+    return "".join(c for c in heading.strip().lower() if c.isalnum() or c in " -_").replace(" ", "-")
+
+
+def writeup_section(anchor: str, writeup: Path = WRITEUP) -> str:
+    """The text of the write-up's section `anchor` points to ("file.md#slug"), "" when not found.
+
+    Embedded in report.html: a link relative to the repository would not resolve next to the
+    report, wherever a student or a TA opens it."""
+    slug = anchor.partition("#")[2]
+    try:
+        lines = writeup.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    out: list[str] = []
+    level = 0
+    for line in lines:
+        hashes = len(line) - len(line.lstrip("#"))
+        is_heading = 0 < hashes <= 6 and line[hashes : hashes + 1] == " "
+        if level and is_heading and hashes <= level:
+            break
+        if not level and is_heading and _slug(line[hashes:]) == slug:
+            level = hashes
+        if level:
+            out.append(line)
+    return "\n".join(out).strip()
+
+
 def render_html(result: Result) -> str:
     from grader.judge.flags import result_flags
 
@@ -67,6 +100,7 @@ def render_html(result: Result) -> str:
             groups={p.name: failure_groups(p.tests) for p in result.problems},
             flags=result_flags(result),
             alias=leaderboard_alias(result),
+            writeup={p.name: writeup_section(p.writeup_section) for p in result.problems if p.writeup_section},
         )
     )
 

@@ -37,6 +37,11 @@ BOOTSTRAP = (
     "sys.exit(sys.modules['grader.harness.serve'].main(sys.argv[1:]))\n"
 )
 EXIT_GRACE_S = 1.0
+#: what usually kills a worker with SIGSEGV or SIGABRT: a kernel's memory access out of bounds
+_MEMORY_HINT = (
+    ": usually a kernel's tl.load/tl.store past the end of a tensor, an unmasked access on the last block; "
+    "on a GPU an illegal memory access"
+)
 PAUSE_WAIT_S = 1.0  # how long pause() waits for every process of a worker to show it stopped
 
 
@@ -227,6 +232,7 @@ class WorkerProcess:
         return self._receive(deadline, max_blob, request.replies)
 
     def exit_reason(self) -> str:
+        """Why the worker is gone, with what usually causes it."""
         assert self.proc is not None
         try:
             code = self.proc.wait(timeout=5)
@@ -236,7 +242,8 @@ class WorkerProcess:
         if code < 0:
             name = signal.Signals(-code).name
             hint = {
-                "SIGSEGV": " (segmentation fault)",
+                "SIGSEGV": f" (segmentation fault{_MEMORY_HINT})",
+                "SIGABRT": f" (aborted{_MEMORY_HINT})",
                 "SIGKILL": " (killed: out of memory or a limit)",
                 "SIGXCPU": " (CPU-time limit)",
                 "SIGXFSZ": " (file-size limit)",

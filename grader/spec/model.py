@@ -84,6 +84,10 @@ class Case(Strict):
     repeats: int = Field(default=2, ge=1, le=10)
     weight: float = Field(default=1.0, gt=0)
     visibility: Visibility = "public"
+    #: under the interpreter, every launch is compiled for the graded GPU and none is run; only the
+    #: compiler's verdict is checked. For a case whose point is a GPU compile rule (a row past
+    #: Triton's block limit) at a size the interpreter would take minutes to run with small blocks
+    compile_only: bool = False
 
     def describe(self) -> str:
         """How the write-up names this case; a problem's case model says it in its own terms."""

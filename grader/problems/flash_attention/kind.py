@@ -12,7 +12,7 @@ import torch
 from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick
 from grader.problems.flash_attention.case import AttentionCase
 from grader.problems.flash_attention.definition import attention_definition
-from grader.problems.flash_attention.saved_lse import closest_lse, saved_lse_candidates
+from grader.problems.flash_attention.saved_lse import closest_lse, missing_lse_message, saved_lse_candidates
 from grader.spec.model import Case
 
 
@@ -60,19 +60,14 @@ class FlashAttention(ProblemKind):
                 # saved-tensor unpack hook, say) is watched as the forward is (O's values are those
                 # `fn` returned, copied as it returned: grader.harness.calls)
                 candidates: list[torch.Tensor] = []
+                missing = ""
                 if isinstance(out, torch.Tensor):
                     candidates = [t.detach().clone() for t in saved_lse_candidates(out, tuple(q.shape[:3]))]
+                    missing = "" if candidates else missing_lse_message(out, tuple(q.shape[:3]))
             if not isinstance(out, torch.Tensor):
                 return CallOutput({"o": out}, {"o": "flash_attention did not return a tensor; backward not run"})
             lse = closest_lse(candidates, q.detach(), k.detach(), bool(inputs["is_causal"]))
-            notes = (
-                {}
-                if lse is not None
-                else {
-                    "lse": f"no float32 tensor of shape {tuple(q.shape[:3])} among the tensors saved by forward "
-                    "(ctx.save_for_backward must keep the logsumexp L)"
-                }
-            )
+            notes = {} if lse is not None else {"lse": missing}
             if out.grad_fn is None:
                 return CallOutput(
                     {"o": out.detach(), "lse": lse},

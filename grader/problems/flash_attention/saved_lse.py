@@ -12,8 +12,8 @@ import math
 import torch
 
 
-def saved_lse_candidates(out: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
-    """The saved float32 tensors of `shape` in the autograd graph just behind `out`, nearest first."""
+def _saved_tensors(out: torch.Tensor) -> list[torch.Tensor]:
+    """Every tensor saved in the autograd graph just behind `out`, nearest first, each once."""
     found: list[torch.Tensor] = []
     frontier = [getattr(out, "grad_fn", None)]
     for _ in range(16):  # a wrapper may put casts and views between the Function and what it returns
@@ -26,12 +26,33 @@ def saved_lse_candidates(out: torch.Tensor, shape: tuple[int, ...]) -> list[torc
             except (AttributeError, RuntimeError):
                 saved = ()
             for t in saved:
-                if isinstance(t, torch.Tensor) and tuple(t.shape) == shape and t.dtype == torch.float32:
-                    if not any(t is seen for seen in found):
-                        found.append(t)
+                if isinstance(t, torch.Tensor) and not any(t is seen for seen in found):
+                    found.append(t)
             nxt.extend(fn for fn, _ in getattr(node, "next_functions", ()))
         frontier = nxt
     return found
+
+
+def saved_lse_candidates(out: torch.Tensor, shape: tuple[int, ...]) -> list[torch.Tensor]:
+    """The saved float32 tensors of `shape` in the autograd graph just behind `out`, nearest first."""
+    return [t for t in _saved_tensors(out) if tuple(t.shape) == shape and t.dtype == torch.float32]
+
+
+def missing_lse_message(out: torch.Tensor, shape: tuple[int, ...]) -> str:
+    """Why no saved tensor is L: what was saved with L's number of elements, and how to fix it."""
+    b, h, nq = shape
+    near = [t for t in _saved_tensors(out) if t.numel() == b * h * nq and t.dim() >= 1]
+    text = f"no float32 tensor of shape {shape} (B, H, Nq) among the tensors saved by forward"
+    if not near:
+        return text + " (ctx.save_for_backward must keep the logsumexp L)"
+    t = near[0]
+    found = f"{str(t.dtype).removeprefix('torch.')} tensor of shape {tuple(t.shape)}"
+    fixes = []
+    if t.dtype != torch.float32:
+        fixes.append("keep it in float32 (`L.float()`, or a float32 buffer)")
+    if tuple(t.shape) != shape:
+        fixes.append(f"save it as (B, H, Nq) (`L.view({b}, {h}, {nq})` for a (B*H, Nq) buffer)")
+    return f"{text}; found a {found} with L's number of elements: " + " and ".join(fixes)
 
 
 def find_saved_lse(out: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor | None:

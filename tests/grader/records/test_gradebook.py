@@ -157,3 +157,23 @@ def test_summary_counts_and_mean_over_graded_only(tmp_path: Path) -> None:
     assert data["mean_total"] == 5.0  # (10 + 0) / 2: the error and the missing row are not zeros
     assert data["flags"] == {"kernel check failed": 1, "scan findings": 1}
     assert data["rows"][2]["total"] is None and data["rows"][2]["gelu"] is None
+
+
+def test_a_syntax_error_is_an_error_not_a_scan_flag() -> None:
+    """A file that does not parse fails its problem's import; its line stays in the record, no flag."""
+    broken = ProblemResult(
+        name="softmax",
+        score=0,
+        max_score=25,
+        status="error",
+        findings=[Finding(file="softmax.py", line=4, rule="syntax-error", message="does not parse: invalid syntax")],
+    )
+    assert gradebook.row("s", result(problems=[broken]), ["softmax"])["flags"] == ""
+
+
+def test_a_cpu_total_says_what_a_gpu_measures_next_to_it() -> None:
+    graded = result()
+    graded.pending_score = 50
+    row = gradebook.row("s", graded, ["gelu"])
+    assert row["not_measured"] == "50 performance points are measured on a GPU"
+    assert gradebook.row("g", result(), ["gelu"])["not_measured"] == ""

@@ -1,0 +1,124 @@
+"""Under the interpreter: the GPU compiler's verdict, bfloat16 as the GPU computes it, memory bounds.
+
+Each check runs in a child Python with TRITON_INTERPRET=1 (the real Triton imported in
+interpreter mode, as in the worker and in `pytest handout` on a laptop), after the process
+settings every submission gets (`student_runtime.prepare`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+PRELUDE = """
+import torch, triton, triton.language as tl
+from grader.harness import gpu_compile, student_runtime
+student_runtime.prepare()
+"""
+
+
+def _run(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "kernels.py"  # @triton.jit needs a file to read the source from
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_gpu_compiler_judges_each_launch(tmp_path: Path) -> None:
+    out = _run(
+        tmp_path,
+        """
+        SCALE = 0.5
+
+        @triton.jit
+        def twice(x):
+            return x * 2.0
+
+        @triton.jit
+        def good(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            tl.store(y_ptr + offs, twice(x) - tl.max(x, 0) + x.sum(0), mask=offs < n)
+
+        @triton.jit
+        def global_float(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+        x = torch.randn(100); y = torch.empty_like(x)
+        for kernel in (good, global_float, good):  # a helper's call must leave triton.language as it was
+            gpu_compile.start()
+            kernel[(1,)](x, y, 100, BLOCK=128)
+            (result,) = gpu_compile.taken()
+            refused = "Cannot access global" in (result.error or "")
+            print(result.kernel, result.error is None, result.shared_bytes, refused)
+        gpu_compile.start(compile_only=True)
+        big = torch.randn(1 << 20 | 1); out = torch.full_like(big, 7.0)
+        good[(1,)](big, out, big.numel(), BLOCK=1 << 21)
+        print("numel" in gpu_compile.taken()[0].error, bool((out == 7.0).all()))  # compiled, not run
+        """,
+    )
+    lines = out.split("\n")
+    assert lines[0].startswith("good True") and lines[2].startswith("good True"), out
+    assert lines[1] == "global_float False None True", out
+    assert lines[3] == "True True", out
+
+
+def test_bfloat16_computes_as_the_gpu_does(tmp_path: Path) -> None:
+    out = _run(
+        tmp_path,
+        """
+        @triton.jit
+        def ops(x_ptr, y_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            m = offs < n
+            x = tl.load(x_ptr + offs, mask=m)
+            if OP == 0:
+                y = x * x + x
+            elif OP == 1:
+                y = x * 0.5 + 1.0
+            elif OP == 2:
+                y = tl.where(x > 0, x, -float("inf"))
+            else:
+                y = x - tl.max(tl.where(m, x, -float("inf")), 0)
+            tl.store(y_ptr + offs, y, mask=m)
+
+        x = torch.randn(100).bfloat16()
+        expected = [x * x + x, x * 0.5 + 1.0, torch.where(x > 0, x, -float("inf")), x - x.max()]
+        for op, want in enumerate(expected):
+            y = torch.empty_like(x)
+            ops[(1,)](x, y, 100, OP=op, BLOCK=128)
+            print(torch.equal(y, want))
+        """,
+    )
+    assert out.split() == ["True"] * 4, out
+
+
+def test_an_access_past_the_tensors_raises_with_a_hint(tmp_path: Path) -> None:
+    out = _run(
+        tmp_path,
+        """
+        @triton.jit
+        def nomask(x_ptr, y_ptr, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+        x = torch.randn(1000); y = torch.empty_like(x)
+        try:
+            nomask[(8,)](x, y, BLOCK=128)
+        except Exception as exc:
+            print(str(exc))
+        x = torch.randn(1024); y = torch.empty_like(x)
+        nomask[(8,)](x, y, BLOCK=128)
+        print(torch.equal(y, x))
+        """,
+    )
+    assert "tl.load in program (7, 0, 0)" in out and "unmasked tl.load/tl.store" in out, out
+    assert out.strip().endswith("True"), out
