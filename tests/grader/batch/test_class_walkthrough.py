@@ -82,7 +82,7 @@ def test_a_class_with_a_bad_archive_a_cheat_and_a_spec_change(
     assert "kernel check failed" in gradescope(out, "carol")["output"]
     # a log gets one plain line per student graded in this run
     assert "[2/3] alice: graded 10 / 15" in log or "[3/3] alice: graded 10 / 15" in log
-    assert "carol: graded 0 / 15; flags: gelu: kernel check failed" in log
+    assert "carol: graded 0 / 15 (5 performance points are measured on a GPU); flags: gelu: kernel check failed" in log
 
     # staff double GeLU's correctness points under the same version: re-scored, nothing runs
     graded_at = Result.model_validate_json((out / "alice" / "result.json").read_text()).graded_at
