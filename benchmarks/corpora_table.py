@@ -25,7 +25,7 @@ import tomllib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -82,9 +82,16 @@ def show(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return row
 
 
-#: one grading to run: its name, submission, results folder, problems, extra arguments, whether it
-#: must run alone, and what turns its (result, seconds, stderr) into table rows
-Job = tuple[str, Path, Path, list[str], list[str], bool, Callable[[dict[str, Any] | None, float, str], list[Any]]]
+class Job(NamedTuple):
+    """One grading of the table, and what turns its (result, seconds, stderr) into rows."""
+
+    name: str
+    submission: Path
+    out: Path
+    problems: list[str]
+    extra: list[str]
+    alone: bool  # graded after the others, by itself
+    judge: Callable[[dict[str, Any] | None, float, str], list[Any]]
 
 
 def honest_jobs(base: Path, only: set[str], untimed: set[str]) -> list[Job]:
@@ -97,7 +104,7 @@ def honest_jobs(base: Path, only: set[str], untimed: set[str]) -> list[Job]:
         timed = entry["name"] not in untimed
         judge = _honest_judge(entry, timed)
         extra = [] if timed else ["--no-timing"]
-        jobs.append((f"honest {entry['name']}", sub, sub.parent / "out", entry["problems"], extra, False, judge))
+        jobs.append(Job(f"honest {entry['name']}", sub, sub.parent / "out", entry["problems"], extra, False, judge))
     return jobs
 
 
@@ -146,7 +153,7 @@ def adversarial_jobs(base: Path, only: set[str]) -> list[Job]:
         extra = args[args.index("--device") + 2 :]
         problems = [entry["problem"], *entry.get("others", {})]
         alone = bool(entry.get("alone"))
-        jobs.append((entry["name"], submission, out, problems, extra, alone, _adversarial_judge(entry)))
+        jobs.append(Job(entry["name"], submission, out, problems, extra, alone, _adversarial_judge(entry)))
     return jobs
 
 
@@ -214,19 +221,18 @@ def run_jobs(jobs: list[Job], workers: int) -> tuple[list[Any], list[str]]:
     done: set[str] = set()
 
     def one(job: Job) -> None:
-        name, submission, out, problems, extra, _, judge = job
-        result, seconds, err = grade(submission, out, problems, extra)
+        result, seconds, err = grade(job.submission, job.out, job.problems, job.extra)
         with lock:
-            rows.extend(judge(result, seconds, err))
-            done.add(name)
+            rows.extend(job.judge(result, seconds, err))
+            done.add(job.name)
 
-    together = [j for j in jobs if not j[5]]
+    together = [j for j in jobs if not j.alone]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         list(pool.map(one, together))
     for job in jobs:
-        if job[5]:
+        if job.alone:
             one(job)
-    return rows, [j[0] for j in jobs if j[0] not in done]
+    return rows, [j.name for j in jobs if j.name not in done]
 
 
 def jobs_at_once(text: str) -> int:

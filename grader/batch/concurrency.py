@@ -46,3 +46,10 @@ def auto_per_gpu(gpus: int = 1) -> int:
 
     free, _ = torch.cuda.mem_get_info()
     return per_gpu(len(os.sched_getaffinity(0)), free, gpus)
+
+
+def jobs_at_once(device: str, given: int | None, gpus: int = 1) -> int:
+    """Gradings at once per GPU (`given`, else `auto_per_gpu`), and one at a time on a CPU unless given."""
+    if given is not None:
+        return given
+    return auto_per_gpu(gpus) if device == "cuda" else 1

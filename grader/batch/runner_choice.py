@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from grader.batch.concurrency import auto_per_gpu
+from grader.batch.concurrency import jobs_at_once
 from grader.batch.context import Context
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
@@ -71,14 +71,11 @@ def _gpu_runner(
     ctx: Context, options: BatchOptions, gpus: list[str], console: Console
 ) -> tuple[Runner, dict[str, Any]]:
     """Several gradings per GPU: correctness together, timing one at a time through the GPU's lease."""
-    per = options.jobs if options.jobs is not None else auto_per_gpu(max(1, len(gpus)))
+    per = jobs_at_once("cuda", options.jobs, max(1, len(gpus)))
     slots: list[str | None] = [g for g in gpus for _ in range(per)] if gpus else [None] * per
-    meta: dict[str, Any] = {"mode": "subprocess" if len(slots) > 1 or gpus else "in-process", "gpus": gpus}
-    meta["per_gpu"] = per
     if len(slots) == 1 and not gpus:
-        return InProcessRunner(ctx), meta
+        return InProcessRunner(ctx), {"mode": "in-process", "gpus": gpus, "per_gpu": per}
     # a grading may wait for the others' timing on its GPU: its wall clock allows for theirs
     ctx.wall_s *= per
     console.print(f"{per} submission(s) at once per GPU: correctness together, timing one at a time")
-    meta["jobs"] = len(slots)
-    return SubprocessRunner(ctx, slots), meta
+    return SubprocessRunner(ctx, slots), {"mode": "subprocess", "gpus": gpus, "per_gpu": per, "jobs": len(slots)}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.batch.concurrency import parse_jobs
-from grader.batch.options import BatchOptions, ContainerOptions, RayOptions, SlurmOptions
+from grader.batch.options import BatchOptions, ContainerOptions
 from grader.commands import cluster_options, grading_options
 from grader.containers.docker import DEFAULT_MEMORY, DEFAULT_PIDS
 
@@ -112,15 +112,8 @@ def options_from_args(args: argparse.Namespace) -> BatchOptions:
         docker=docker,
         container_timeout=args.container_timeout,
         backend=args.backend,
-        ray=RayOptions(address=args.ray_address, resources=args.ray_resources),
-        slurm=SlurmOptions(
-            partition=args.slurm_partition,
-            gpus_per_task=args.slurm_gpus_per_task,
-            cpus_per_task=args.slurm_cpus_per_task,
-            time_min=args.slurm_time,
-            sbatch=list(args.slurm_option),
-            setup=list(args.slurm_setup),
-        ),
+        ray=cluster_options.ray_options(args),
+        slurm=cluster_options.slurm_options(args),
     )
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from grader.cluster import BACKENDS
+
+if TYPE_CHECKING:
+    from grader.batch.options import RayOptions, SlurmOptions
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +23,27 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_ray_arguments(parser)
     add_slurm_arguments(parser)
+
+
+def ray_options(args: argparse.Namespace) -> RayOptions:
+    """What the --ray-* arguments ask for (`grader batch` and `grader serve` alike)."""
+    from grader.batch.options import RayOptions
+
+    return RayOptions(address=args.ray_address, resources=args.ray_resources)
+
+
+def slurm_options(args: argparse.Namespace) -> SlurmOptions:
+    """What the --slurm-* arguments ask for (`grader batch` and `grader serve` alike)."""
+    from grader.batch.options import SlurmOptions
+
+    return SlurmOptions(
+        partition=args.slurm_partition,
+        gpus_per_task=args.slurm_gpus_per_task,
+        cpus_per_task=args.slurm_cpus_per_task,
+        time_min=args.slurm_time,
+        sbatch=list(args.slurm_option),
+        setup=list(args.slurm_setup),
+    )
 
 
 def add_ray_arguments(parser: argparse.ArgumentParser) -> None:

@@ -48,20 +48,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from grader import kernel_cache
-    from grader.batch.options import RayOptions, SlurmOptions
     from grader.course.service.serving import ServeOptions, serve
 
-    cluster = {
-        "ray": RayOptions(address=args.ray_address, resources=args.ray_resources),
-        "slurm": SlurmOptions(
-            partition=args.slurm_partition,
-            gpus_per_task=args.slurm_gpus_per_task,
-            cpus_per_task=args.slurm_cpus_per_task,
-            time_min=args.slurm_time,
-            sbatch=list(args.slurm_option),
-            setup=list(args.slurm_setup),
-        ),
-    }
+    cluster = {"ray": cluster_options.ray_options(args), "slurm": cluster_options.slurm_options(args)}
     options = ServeOptions(
         db=args.db,
         port=args.port,

@@ -94,6 +94,17 @@ class Monitor:
             return None
 
 
+_MONITOR: Monitor | None = None
+
+
+def monitor() -> Monitor:
+    """This process's Monitor: NVML is initialised and the device found once, not once per shape."""
+    global _MONITOR
+    if _MONITOR is None:
+        _MONITOR = Monitor()
+    return _MONITOR
+
+
 def summary(samples: list[Sample | None], retimed: int, throttled: bool) -> GpuState | None:
     """The record's GpuState from one shape's samples (None when NVML gave none)."""
     seen = [s for s in samples if s is not None]

@@ -274,7 +274,7 @@ def measure_shape(
     if checking:
         shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
     rule = rule or rule_for(side.problem)
-    rounds = alternate(worker_call, ref_calls, shape, label, quiet, rule, gpu_state.Monitor())
+    rounds = alternate(worker_call, ref_calls, shape, label, quiet, rule, gpu_state.monitor())
     with trace.span(*label, "PyTorch"):
         pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
     del ref_calls, torch_calls, ref_sets
@@ -289,7 +289,7 @@ def measure_shape(
     s_med = s_meas.median_ms / 1e3
     flags += clock_flags(s_med, roofline_floor_s(kind, case, gpu), *_wall_clock(worker_call, shape, s_med, label))
     value, unit = achieved(kind, case, s_med)
-    ratio = r_meas.median_ms / s_meas.median_ms
+    ratio = rounds.ratio
     low, high = stopping.interval(ratio, rounds.ratios)
     return ShapeTiming(
         name=case.name,

@@ -108,9 +108,7 @@ def alternate(
         retimes_here = 0
         rounds.student += student
         rounds.reference += reference
-        rounds.ratios.append(
-            timing.Measurement(reference).median_ms / max(timing.Measurement(student).median_ms, 1e-12)
-        )
+        rounds.ratios.append(timing.Measurement(reference).median_ms / timing.Measurement(student).median_ms)
         verdict = rule.verdict(rounds.ratio, rounds.ratios, sum(rounds.student))
         if verdict:
             rounds.stopped = verdict

@@ -258,7 +258,7 @@ class ProblemRun:
             if self.options.progress:
                 self.options.progress(f"{self.problem.name}: {case.name} {status}")
         self.checked_at = time.monotonic()
-        self.phases.correctness_s = round(self.checked_at - self.started, 3)
+        self.phases.correctness_s = self.checked_at - self.started
         return tests
 
     def finish(self, tests: list[TestResult]) -> ProblemResult:
@@ -268,7 +268,7 @@ class ProblemRun:
         self.deadline += waited
         timing_started = time.monotonic()
         perf = self._performance(tests)
-        self.phases.timing_s = round(time.monotonic() - timing_started, 3)
+        self.phases.timing_s = time.monotonic() - timing_started
         if self.kernel_slot is not None and self.worker is not None:
             saving = time.monotonic()
             kept = self.worker.save_kernel_cache(self.kernel_slot)
@@ -368,9 +368,6 @@ class ProblemRun:
                 raise _TimingFailed(self.cheat)
         return reply, payload
 
-    def _rounded_phases(self) -> Phases:
-        return Phases(**{k: round(v, 3) for k, v in self.phases.model_dump().items()})
-
     def _result(
         self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float
     ) -> ProblemResult:
@@ -394,7 +391,7 @@ class ProblemRun:
             output="\n".join(self.output),  # bounded by the record (grader/records/text.py)
             duration_s=round(duration, 3),
             kernel_check=self.cheat,
-            phases=self._rounded_phases(),
+            phases=Phases(**{k: round(v, 3) for k, v in self.phases.model_dump().items()}),
         )
         if not cases:
             result.message = f"no {'GPU' if self.device == 'cuda' else 'CPU'} cases: not yet part of the assignment"

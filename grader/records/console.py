@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grader.records.model import Result
+from grader.records.model import Phases, Result
 from grader.records.text import printable
 
 STYLE = {"passed": "green", "partial": "yellow", "failed": "red", "error": "red", "skipped": "dim"}
@@ -91,8 +91,7 @@ def progress_line(done: int, total: int, student: str, result: Result) -> str:
 
 def phase_totals(results: list[Result]) -> dict[str, float]:
     """Seconds the class's gradings spent per phase (their problems' `phases`, summed), and the count."""
-    totals = {"gradings": float(len(results)), "worker_start_s": 0.0, "correctness_s": 0.0, "timing_s": 0.0}
-    totals["gpu_wait_s"] = 0.0
+    totals = {"gradings": float(len(results)), **dict.fromkeys(Phases.model_fields, 0.0)}
     for result in results:
         for problem in result.problems:
             if problem.phases is not None:

@@ -13,6 +13,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.batch.concurrency import jobs_at_once
 from grader.course.service import db
 from grader.course.service.app import Server
 from grader.course.service.jobs import GradingSetup
@@ -68,16 +69,6 @@ def hidden(options: ServeOptions, files: Path) -> list[Path]:
     return paths
 
 
-def concurrency(device: str, given: int | None) -> int:
-    if given is not None:
-        return given
-    if device != "cuda":
-        return 1
-    from grader.batch.concurrency import auto_per_gpu
-
-    return auto_per_gpu()
-
-
 def make_server(options: ServeOptions, start_queue: bool = True) -> Server:
     files = db.files_folder(options.db, options.files)
     files.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -92,7 +83,7 @@ def make_server(options: ServeOptions, start_queue: bool = True) -> Server:
         files=files,
         hide=hidden(options, files),
         backend=options.backend,
-        jobs=concurrency(device, options.jobs),
+        jobs=jobs_at_once(device, options.jobs),
         timeout=options.timeout,
         worker_user=options.worker_user,
         kernel_cache=options.kernel_cache,
