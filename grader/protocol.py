@@ -53,6 +53,9 @@ class Ready(Message):
     """The submission's module imported; requests may follow."""
 
     status: Literal["ready"] = "ready"
+    #: seconds the worker spent on each step of its start, in order (for GRADER_TRACE: where a
+    #: start's time goes; nothing is judged by them)
+    start_s: dict[str, float] = {}
 
 
 class Failed(Message):
@@ -79,6 +82,16 @@ class Profile(Message):
     compiled_regions: list[str] = []
     gpu_kernels: list[str] = []
     triton_launches: int = 0
+    #: replays of a CUDA graph (`grader.harness.calls.GRAPH_LAUNCHES`): kernels no op stands for
+    graph_launches: int = 0
+
+
+class WatchedChunk(Profile):
+    """A chunk of timed rounds run again, whole, under the profiler (`grader.harness.timed_watch`):
+    the ops inside its calls, and its Triton launches."""
+
+    first_round: int
+    rounds: int
 
 
 class GpuCompile(Message):
@@ -122,6 +135,9 @@ class Timed(Message):
     triton_launches: int
     profile: Profile | None = None
     verified: list[VerifiedRound] = []
+    #: rounds run, the watched chunk's included (their indices continue the samples'); None: as many as samples
+    rounds_run: int | None = None
+    watched: list[WatchedChunk] = []
 
 
 class Looped(Message):
@@ -161,6 +177,9 @@ class TimeRequest(ShapeRequest):
     min_s: float = 0.0
     warm: bool = True
     profile: bool = False
+    #: this window's round (counted from its first) before which a chunk is run again under the
+    #: profiler, drawn from the secret; None: no chunk is watched
+    watch_round: int | None = None
 
 
 class LoopRequest(ShapeRequest):

@@ -33,6 +33,9 @@ from pytest_benchmark.stats import Stats
 
 PILOT_ROUNDS = 10
 MIN_ROUNDS = 10
+#: the fewest rounds a measurement of a slow kernel takes (its pilot and its minimum shrink to fit
+#: the budget: ten rounds of a 150 ms step were 1.5 s of a 0.25 s window)
+FEWEST_ROUNDS = 3
 MAX_ROUNDS = 1000
 TARGET_RSE = 0.005
 WARMUP_S = 0.05
@@ -79,6 +82,8 @@ class L2Flusher:
 @dataclass
 class Measurement:
     samples_s: list[float]
+    #: rounds the hooks saw: the samples' and any watched chunk's (ChunkWatch)
+    rounds_run: int = 0
 
     @property
     def stats(self) -> Stats:
@@ -105,7 +110,21 @@ def relative_standard_error(samples: list[float]) -> float:
     return math.sqrt(var / n) / mean if mean > 0 else math.inf
 
 
-def plan_rounds(pilot: list[float], budget_s: float, target_rse: float = TARGET_RSE, min_s: float = 0.0) -> int:
+def pilot_rounds(expect_s: float | None, budget_s: float) -> int:
+    """How many rounds the pilot takes: PILOT_ROUNDS, fewer (down to FEWEST_ROUNDS) when that many
+    rounds of a call expected to take `expect_s` would overrun the budget."""
+    if expect_s is None or not expect_s > 0:
+        return PILOT_ROUNDS
+    return max(FEWEST_ROUNDS, min(PILOT_ROUNDS, math.ceil(budget_s / expect_s)))
+
+
+def plan_rounds(
+    pilot: list[float],
+    budget_s: float,
+    target_rse: float = TARGET_RSE,
+    min_s: float = 0.0,
+    min_rounds: int = MIN_ROUNDS,
+) -> int:
     """Rounds needed for the target RSE, from the pilot's spread, within the time budget.
 
     `min_s` asks for at least that much timed work however steady the pilot looked: a GPU's
@@ -116,11 +135,14 @@ def plan_rounds(pilot: list[float], budget_s: float, target_rse: float = TARGET_
     wanted = math.ceil((cv / target_rse) ** 2) if math.isfinite(cv) else MAX_ROUNDS
     wanted = max(wanted, math.ceil(min_s / max(mean, 1e-7)))
     affordable = int(budget_s / max(mean, 1e-7))
-    return max(MIN_ROUNDS, min(wanted, affordable, MAX_ROUNDS))
+    return max(min_rounds, min(wanted, affordable, MAX_ROUNDS))
 
 
-def warm_up(calls: list[Callable[[], Any]]) -> None:
-    """Run every input set once, then keep going until WARMUP_S has passed (compile, autotune)."""
+def warm_up(calls: list[Callable[[], Any]]) -> float:
+    """Run every input set once, then keep going until WARMUP_S has passed (compile, autotune).
+
+    Returns the seconds one warm call took, launch and synchronisation included (an upper bound
+    on its GPU time, which is what sizing a pilot needs)."""
     for call in calls:
         call()
     torch.cuda.synchronize()
@@ -130,6 +152,7 @@ def warm_up(calls: list[Callable[[], Any]]) -> None:
         calls[i % len(calls)]()
         torch.cuda.synchronize()
         i += 1
+    return (time.perf_counter() - start) / max(i, 1)
 
 
 class LaunchCover:
@@ -184,6 +207,24 @@ class LaunchCover:
 COVER = LaunchCover()
 
 
+class ChunkWatch(Protocol):
+    """Runs some chunks of rounds a second time, whole, under a profiler (`grader.harness.timed_watch`).
+
+    A watched chunk is an extra one, queued like the rest and with the same hooks around its
+    rounds, so nothing in a call tells it apart; its samples are not kept (the profiler's own cost
+    is not the kernel's). `pick` is asked before every chunk."""
+
+    def pick(self, index: int, rounds: int) -> tuple[list[Callable[[], Any]], int] | None:
+        """Before the chunk of `rounds` starting at this measurement's round `index`: the calls to
+        watch a chunk with and its rounds, or None."""
+
+    def begin(self) -> None:
+        """Start watching (before the chunk's launch cover)."""
+
+    def end(self) -> None:
+        """Stop watching, after the chunk's rounds were queued (it synchronises)."""
+
+
 class RoundHooks(Protocol):
     """Work around each timed round, outside its events: it must queue GPU work only (no sync)."""
 
@@ -201,33 +242,58 @@ def run_rounds(
     flush: L2Flusher,
     offset: int = 0,
     hooks: RoundHooks | None = None,
-) -> list[float]:
-    """`rounds` timed calls, each after an L2 flush, queued in chunks behind a LaunchCover."""
+    watch: ChunkWatch | None = None,
+) -> tuple[list[float], int]:
+    """`rounds` timed calls, each after an L2 flush, queued in chunks behind a LaunchCover.
+
+    Returns the samples and the rounds run, watched chunks' rounds included (the hooks saw them all)."""
     cover = COVER
     samples: list[float] = []
-    done = 0
+    done = extra = 0
     while done < rounds:
         n = min(cover.chunk, rounds - done)
-        held = cover.hold(n)
-        host_start = time.perf_counter()
-        stamps = []
-        for i in range(done, done + n):
-            which = (offset + i) % len(calls)
-            if hooks is not None:
-                hooks.before(which)
-            flush()
-            start = clock()
-            result = calls[which]()
-            stamps.append((start, clock()))
-            if hooks is not None:
-                hooks.after(result, i == done + n - 1)
-            result = None
-        host_s = time.perf_counter() - host_start
-        chunk = [end - start for start, end in stamps]
+        picked = watch.pick(offset + done, n) if watch is not None else None
+        if picked is not None and watch is not None:
+            watched_calls, m = picked
+            watch.begin()
+            try:
+                _chunk(watched_calls, m, offset + done, clock, flush, hooks, cover)
+            finally:
+                watch.end()
+            extra += m
+        chunk, host_s, held = _chunk(calls, n, offset + done, clock, flush, hooks, cover)
         cover.learn(n, host_s, held, chunk)
         samples += chunk
         done += n
-    return samples
+    return samples, done + extra
+
+
+def _chunk(
+    calls: list[Callable[[], Any]],
+    n: int,
+    first: int,
+    clock: CudaClock,
+    flush: L2Flusher,
+    hooks: RoundHooks | None,
+    cover: LaunchCover,
+) -> tuple[list[float], float, tuple[CudaStamp, CudaStamp, int]]:
+    """One chunk of `n` rounds behind the cover: (its samples, the CPU's time to queue it, the hold)."""
+    held = cover.hold(n)
+    host_start = time.perf_counter()
+    stamps = []
+    for i in range(n):
+        which = (first + i) % len(calls)
+        if hooks is not None:
+            hooks.before(which)
+        flush()
+        start = clock()
+        result = calls[which]()
+        stamps.append((start, clock()))
+        if hooks is not None:
+            hooks.after(result, i == n - 1)
+        result = None
+    host_s = time.perf_counter() - host_start
+    return [end - start for start, end in stamps], host_s, held
 
 
 def measure(
@@ -236,15 +302,21 @@ def measure(
     warm: bool = True,
     min_s: float = 0.0,
     hooks: RoundHooks | None = None,
+    expect_s: float | None = None,
+    watch: ChunkWatch | None = None,
 ) -> Measurement:
-    """Warm up, run a pilot, then as many rounds as the pilot says the target RSE needs."""
+    """Warm up, run a pilot, then as many rounds as the pilot says the target RSE needs.
+
+    `expect_s` is what one call is expected to take (an earlier measurement's median; the warm-up's
+    own estimate when warming up): a slow kernel's pilot and minimum shrink to fit `budget_s`."""
     clock, flush = CudaClock(), L2Flusher()
     if warm:
-        warm_up(calls)
-    samples = run_rounds(calls, PILOT_ROUNDS, clock, flush, hooks=hooks)
-    rounds = plan_rounds(samples, budget_s, min_s=min_s)
-    samples += run_rounds(calls, max(rounds - PILOT_ROUNDS, 0), clock, flush, offset=PILOT_ROUNDS, hooks=hooks)
-    return Measurement(samples)
+        expect_s = warm_up(calls)
+    pilot = pilot_rounds(expect_s, budget_s)
+    samples, run = run_rounds(calls, pilot, clock, flush, hooks=hooks, watch=watch)
+    rounds = plan_rounds(samples, budget_s, min_s=min_s, min_rounds=pilot)
+    more, run_more = run_rounds(calls, max(rounds - pilot, 0), clock, flush, offset=pilot, hooks=hooks, watch=watch)
+    return Measurement(samples + more, run + run_more)
 
 
 def loop_wall_time(call: Callable[[], Any], rounds: int) -> float:

@@ -15,12 +15,13 @@ import pytest
 import torch
 
 from grader import timing
-from grader.harness import calls, student_runtime
+from grader.harness import calls, student_runtime, timed_watch
 from grader.harness.timed_rounds import FreshRounds
 from grader.harness.watch import GUARD, arm, tamper_message
 from grader.judge.checks import case_label, check_call, kernel_check
-from grader.judge.performance import ShapeSeeds, verify_rounds
+from grader.judge.performance import ShapeSeeds, verify_rounds, watched_flags
 from grader.judge.performance import achieved as _achieved
+from grader.judge.windows import watch_round
 from grader.loading import load_function
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
@@ -130,7 +131,7 @@ def kernel_message(
 ) -> str | None:
     """The kernel check's verdict on a watched call, as the handout reports it (None: it passes)."""
     ops, compiled = list(profile.get("aten_ops", [])), list(profile.get("compiled_regions", []))
-    cheat = kernel_check(spec, case, ops, triton_launches, compiled, submission)
+    cheat = kernel_check(spec, case, ops, triton_launches, compiled, submission, profile.get("graph_launches", 0))
     return cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 
 
@@ -203,16 +204,23 @@ class BenchmarkRunner:
             cheat = kernel_message(spec, case, profile, launches, self.runner.submission)
             if cheat:
                 pytest.fail(cheat, pytrace=False)
-        samples = timing.measure(timed, budget_s=1.0, min_s=TIMED_S, hooks=rounds).samples_s
-        if rounds is not None:
+        # and, as in a graded window, a chunk of rounds run again under the profiler
+        watch = None
+        if fn is not None:
+            at = watch_round({"seed": seeds.inputs, "verify_seed": seeds.verify}, 1, 2 * timing.PILOT_ROUNDS)
+            watched_fn = timed_watch.ranged(fn)
+            watch = timed_watch.ChunkProfiler([kind.timed(watched_fn, s) for s in sets], at, rounds)
+        measured = timing.measure(timed, budget_s=1.0, min_s=TIMED_S, hooks=rounds, watch=watch)
+        samples = measured.samples_s
+        if rounds is not None and watch is not None:
             verified, payload = rounds.drain()
-            flags = verify_rounds(
+            flags = watched_flags(spec, case, watch.watched) + verify_rounds(
                 kind,
                 spec,
                 case,
                 seeds,
                 0,
-                len(samples),
+                measured.rounds_run,
                 verified,
                 payload,
                 kind.make_inputs(case, generator(seeds.inputs, "cuda")),

@@ -8,6 +8,7 @@ calls it. Nothing here judges anything: verdicts are the orchestrator's (`grader
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -40,22 +41,45 @@ def _settled(device: str) -> None:
         _cuda_sync()
 
 
-def _summed_up(record: dict[str, Any], names: set[str], kernels: list[str], launches_before: int) -> None:
+#: what a CUDA graph's replay records (the runtime's and the driver's entry points): the kernels a
+#: graph runs were captured earlier, so no op of this call stands for them
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
+
+
+def _summed_up(record: dict[str, Any], names: list[str], kernels: list[str], launches_before: int) -> None:
     redispatched, refused = Recording.stop()
     for switch in refused:
         GUARD.flag(f"the profiler ({switch} during the call)")
-    names = names | set(redispatched)
-    record["aten_ops"] = sorted(n for n in names if n.startswith("aten::"))
-    record["compiled_regions"] = compiled_events(names)
+    distinct = set(names) | set(redispatched)
+    record["aten_ops"] = sorted(n for n in distinct if n.startswith("aten::"))
+    record["compiled_regions"] = compiled_events(distinct)
     record["gpu_kernels"] = kernels
     record["triton_launches"] = LaunchCounter.total() - launches_before
+    record["graph_launches"] = sum(1 for n in names if n.startswith(GRAPH_LAUNCHES))
+
+
+def _inside(events: list[Any], within: str) -> list[str]:
+    """The names of the events that start inside one of the ranges named `within`, on any thread
+    (the profiler stamps every thread with one clock): a timed chunk's calls, not the harness's
+    refills and flushes between them."""
+    p = PROFILER
+    spans = sorted((p.start_ns(e), p.end_ns(e)) for e in events if p.name(e) == within)
+    starts = [s for s, _ in spans]
+    names = []
+    for e in events:
+        start = p.start_ns(e)
+        i = bisect.bisect_right(starts, start) - 1
+        if i >= 0 and start <= spans[i][1] and p.name(e) != within:
+            names.append(p.name(e))
+    return names
 
 
 @contextmanager
-def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
+def profiled(record: dict[str, Any], device: str, within: str | None = None) -> Iterator[None]:
     """Records the aten ops run on any thread, the GPU kernels, and the Triton launches.
 
     torch.compile'd functions run eagerly in here (`CompiledAsEager`), so their ops are seen too.
+    With `within`, only the ops inside the ranges of that name count (`grader.harness.timed_watch`).
     """
     start = LaunchCounter.total()
     p = PROFILER
@@ -68,7 +92,7 @@ def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
                     yield
             finally:
                 _settled(device)
-        _summed_up(record, {e.name for e in prof.events()}, [], start)
+        _summed_up(record, [e.name for e in prof.events()], [], start)
         return
     activities = {p.cpu} | ({p.cuda} if device == "cuda" else set())
     p.prepare(p.config, activities)
@@ -92,12 +116,12 @@ def profiled(record: dict[str, Any], device: str) -> Iterator[None]:
         elif began is not None and began > enabled_at:
             GUARD.flag("the profiler (restarted during the call)")
         events = p.events(result) if result is not None else []
-        names = {p.name(e) for e in events}
+        names = [p.name(e) for e in events]
         if result is not None and began != 0 and MARKER not in names:
             GUARD.flag("the profiler (op recording switched off during the call)")
         _summed_up(
             record,
-            names,
+            names if within is None else _inside(events, within),
             sorted({p.name(e) for e in events if p.device_type(e) == p.cuda_device})[:50],
             start,
         )

@@ -32,6 +32,7 @@ import argparse
 import os
 import resource
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +41,7 @@ from typing import Any
 import torch
 
 from grader import kernel_cache, protocol, timing
-from grader.harness import calls, imports, l2_persisting, student_runtime, timed_rounds
+from grader.harness import calls, imports, l2_persisting, student_runtime, timed_rounds, timed_watch
 from grader.harness.watch import GUARD, LaunchCounter, arm
 from grader.loading import load_function
 from grader.problems import REGISTRY
@@ -137,17 +138,24 @@ class Timer:
         self.key: tuple[Any, ...] | None = None
         self.sets: list[dict[str, Any]] = []
         self.calls: list[Callable[[], Any]] = []
+        #: the same calls, each inside the profiler range a watched chunk looks in
+        self.watch_calls: list[Callable[[], Any]] = []
         #: None only when the orchestrator sends no round seeds (GRADER_UNVERIFIED_TIMING)
         self.rounds: timed_rounds.FreshRounds | None = None
+        #: the last window's median round (s): a slow kernel's next pilot is sized by it
+        self.round_s: float | None = None
 
     def _prepare(self, request: protocol.ShapeRequest) -> Any:
         case = self.kind.case_model.model_validate(request.case)
         key = (request.case["name"], request.seed, request.sets, request.refill_seed, request.verify_seed)
         if key != self.key:
-            self.sets, self.calls, self.rounds, self.key = [], [], None, None
+            self.sets, self.calls, self.watch_calls, self.rounds, self.key = [], [], [], None, None
+            self.round_s = None
             torch.cuda.empty_cache()
             self.sets = [self.kind.make_inputs(case, generator(request.seed + i, "cuda")) for i in range(request.sets)]
             self.calls = [self.kind.timed(self.fn, inputs) for inputs in self.sets]
+            watched_fn = timed_watch.ranged(self.fn)
+            self.watch_calls = [self.kind.timed(watched_fn, inputs) for inputs in self.sets]
             if request.refill_seed is not None and request.verify_seed is not None:
                 self.rounds = timed_rounds.FreshRounds(
                     self.kind, case, self.sets, request.refill_seed, request.verify_seed
@@ -173,9 +181,18 @@ class Timer:
                         profile = calls.watched(self.kind, self.fn, self.sets[0], case, "cuda")[1]
                     launches = LaunchCounter.total()
                     l2_persisting.reset()  # what earlier rounds pinned in L2 is flushed like the rest
+                    watch = timed_watch.ChunkProfiler(self.watch_calls, request.watch_round, self.rounds)
                     measured = timing.measure(
-                        self.calls, request.budget_s, warm=request.warm, min_s=request.min_s, hooks=self.rounds
+                        self.calls,
+                        request.budget_s,
+                        warm=request.warm,
+                        min_s=request.min_s,
+                        hooks=self.rounds,
+                        expect_s=self.round_s,
+                        watch=watch,
                     )
+                    if measured.samples_s:
+                        self.round_s = measured.median_ms / 1e3
                     verified, payload = self.rounds.drain() if self.rounds else ([], {})
                     blob = protocol.pack_tensors(payload)
                     reply = protocol.Timed(
@@ -183,6 +200,8 @@ class Timer:
                         triton_launches=LaunchCounter.total() - launches,
                         profile=protocol.Profile(**profile) if profile else None,
                         verified=verified,
+                        rounds_run=measured.rounds_run,
+                        watched=watch.watched,
                     )
                 else:
                     wall = timing.loop_wall_time(self.calls[0], request.rounds)
@@ -204,7 +223,31 @@ def _forget_grader() -> None:
         del sys.modules[name]
 
 
+class _Steps:
+    """The worker's start, step by step (sent with its greeting: GRADER_TRACE shows them)."""
+
+    def __init__(self) -> None:
+        self.last, self.taken = time.monotonic() - _age_s(), {}
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self.taken[step] = round(now - self.last, 4)
+        self.last = now
+
+
+def _age_s() -> float:
+    """How long ago this process started (Linux: its start time in /proc; elsewhere 0)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return max(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
 def serve(args: argparse.Namespace) -> int:
+    steps = _Steps()
+    steps.done("Python, PyTorch, Triton and the harness imported")
     req_fd, rep_fd = args.req_fd, args.rep_fd
     for fd in (req_fd, rep_fd):
         os.set_inheritable(fd, False)
@@ -213,16 +256,19 @@ def serve(args: argparse.Namespace) -> int:
             torch.cuda.set_per_process_memory_fraction(args.gpu_memory_fraction)
         except (RuntimeError, ValueError):  # pragma: no cover - no GPU after all: the calls will say so
             pass
+        steps.done("CUDA context")
     seed, cache = os.environ.get("GRADER_KERNEL_SEED"), os.environ.get("TRITON_CACHE_DIR")
     if seed and cache:
         try:  # this submission's kernels from an earlier grading: compiled ones are not compiled again
             kernel_cache.restore_into(Path(seed), Path(cache))
         except OSError:
             pass
+        steps.done("kept kernels restored")
     student_runtime.prepare()  # the same process settings as pytest handout's
     imports.install(Path(args.submission), versions.graded().allowed_imports)  # refuses what the handout refuses
     arm()  # before the submission is imported
     _forget_grader()
+    steps.done("the watch armed")
     try:
         fn = load_function(Path(args.submission), args.module, args.function)
     except BaseException as exc:  # noqa: BLE001
@@ -231,7 +277,8 @@ def serve(args: argparse.Namespace) -> int:
         protocol.send(rep_fd, protocol.ImportFailed(**failed.model_dump(exclude={"status"})))
         return 0
     GUARD.restore()  # replacements made at import fail every call (the list is kept)
-    protocol.send(rep_fd, protocol.Ready())
+    steps.done("the submission imported")
+    protocol.send(rep_fd, protocol.Ready(start_s=steps.taken))
     timer: Timer | None = None
     while True:
         try:

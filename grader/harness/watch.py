@@ -312,6 +312,7 @@ class _Profiler:
             self.prepare, self.enable, self.disable = _prepare_profiler, _enable_profiler, _disable_profiler
             self.events, self.trace_start = _ProfilerResult.events, getattr(_ProfilerResult, "trace_start_ns", None)
             self.name, self.device_type = _KinetoEvent.name, _KinetoEvent.device_type
+            self.start_ns, self.end_ns = _KinetoEvent.start_ns, _KinetoEvent.end_ns
             self.direct = True
         except (ImportError, AttributeError, TypeError):  # pragma: no cover - a PyTorch without them
             self.public = torch.profiler.profile

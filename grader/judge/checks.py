@@ -223,6 +223,7 @@ def kernel_check(
     triton_launches: int,
     compiled: Sequence[str] = (),
     submission: Path | None = None,
+    graph_launches: int = 0,
 ) -> str | None:
     """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
 
@@ -232,6 +233,8 @@ def kernel_check(
     events of torch.compile'd code that ran compiled in the watched part, where the watch runs
     it eagerly: its kernels are inductor's, not the student's, and their ops are unseen.
     `submission`, where known, is read for the lines that likely run a forbidden op.
+    `graph_launches` counts CUDA graph replays in the watched part: the kernels a graph runs were
+    captured before the call, so neither the ops nor the launches seen stand for them.
     """
     used = [op for op in aten_ops if op in problem.forbidden_ops]
     if used:
@@ -246,6 +249,12 @@ def kernel_check(
             f"ran torch.compile'd code compiled in case {case.name} ({compiled[0]}), where the grader runs "
             f"it eagerly (torch.compiler's stance was changed): {problem.title} must be computed by your "
             f"own Triton kernel"
+        )
+    if graph_launches:
+        return (
+            f"replayed a CUDA graph in case {case.name}: what a graph runs was captured before the call, so "
+            f"the grader cannot tell whose kernels computed {problem.title}; launch your Triton kernels "
+            f"directly (CUDA graphs are not allowed in a graded call)"
         )
     if not triton_launches:
         return f"no Triton kernel was launched in case {case.name}: {problem.title} must be computed by a Triton kernel"

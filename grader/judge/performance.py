@@ -23,7 +23,7 @@ import torch
 
 from grader import ROOT, protocol, timing
 from grader.judge import gpu_state, stopping
-from grader.judge.checks import compare, output_contract, payload_issue
+from grader.judge.checks import compare, kernel_check, output_contract, payload_issue
 from grader.judge.scoring import geomean, performance_fraction
 from grader.judge.windows import Rounds, WorkerCall, alternate
 from grader.loading import load_function
@@ -230,6 +230,24 @@ def launch_flags(launches: list[tuple[int, int]]) -> list[str]:
     return []
 
 
+def watched_flags(problem: Problem, case: Case, watched: list[protocol.WatchedChunk]) -> list[str]:
+    """The kernel rule, in its own words, for the chunks of timed rounds run again under the
+    profiler (grader.harness.timed_watch): the first chunk that breaks it flags the shape."""
+    for chunk in watched:
+        why = kernel_check(
+            problem,
+            case,
+            list(chunk.aten_ops),
+            chunk.triton_launches,
+            list(chunk.compiled_regions),
+            graph_launches=chunk.graph_launches,
+        )
+        if why:
+            last = chunk.first_round + chunk.rounds - 1
+            return [f"timed rounds {chunk.first_round}-{last}, watched as correctness calls are: {why}"]
+    return []
+
+
 def _wall_clock(
     worker_call: WorkerCall, shape: dict[str, Any], median_s: float, label: tuple[str, str]
 ) -> tuple[int, float, float]:
@@ -280,7 +298,7 @@ def measure_shape(
     del ref_calls, torch_calls, ref_sets
     if not rounds.student or any(not (s == s) or s <= 0 for s in rounds.student):
         return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
-    flags = launch_flags(rounds.launches)
+    flags = launch_flags(rounds.launches) + watched_flags(side.problem, case, rounds.watched)
     if checking:
         with trace.span(*label, "checking the sampled timed rounds"):
             flags += _checked_rounds(side, case, seeds, rounds)

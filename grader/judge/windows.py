@@ -15,6 +15,7 @@ from typing import Any
 from grader import protocol, timing
 from grader.judge import gpu_state, stopping
 from grader.orchestrator import trace
+from grader.problems.base import round_seed
 
 # Short alternations, each with a floor of timed work: a compute-bound kernel near the tensor cores' peak makes
 # the GPU's clocks wander (5-10% spread on an H200), and only fine interleaving puts both sides
@@ -22,6 +23,8 @@ from grader.orchestrator import trace
 # 0.91-0.93 of itself; the grader's own noise target is 0.97-1.03.
 BUDGET_S = 0.25  # per side and alternation
 MIN_S = 0.05  # at least this much timed work per side and alternation
+
+_WATCH_SALT = 0x57A7C4ED  # the watched chunk's draw, apart from the sampled rounds' (problems.base.chosen)
 
 #: sends one timing request to the student's worker: its reply (an error raises) and payload
 WorkerCall = Callable[[protocol.TimeRequest | protocol.LoopRequest], tuple[protocol.Timed | protocol.Looped, Any]]
@@ -41,6 +44,8 @@ class Rounds:
     seen: int = 0  # rounds the worker has timed for this shape, thrown-away windows included
     #: per student window: (Triton launches the worker counted, rounds timed)
     launches: list[tuple[int, int]] = field(default_factory=list)
+    #: the chunks of timed rounds the worker ran again under the profiler (grader.harness.timed_watch)
+    watched: list[protocol.WatchedChunk] = field(default_factory=list)
     stopped: str = ""
     samples: list[gpu_state.Sample | None] = field(default_factory=list)
     retimed: int = 0
@@ -51,25 +56,44 @@ class Rounds:
         return timing.Measurement(self.reference).median_ms / timing.Measurement(self.student).median_ms
 
 
+def watch_round(shape: dict[str, Any], window: int, last_rounds: int) -> int | None:
+    """Before which round of student window `window` (from 0) a chunk is watched: drawn from the
+    secret's seeds among about as many rounds as the last window ran; none in the first window,
+    whose first call is watched already."""
+    if window == 0:
+        return None
+    base = shape.get("verify_seed") or shape["seed"]
+    return round_seed(base ^ _WATCH_SALT, window) % max(last_rounds, timing.FEWEST_ROUNDS)
+
+
 def _window_pair(
     worker_call: WorkerCall,
     ref_calls: list[Any],
     shape: dict[str, Any],
-    first: bool,
+    window: int,
+    last_rounds: int,
     label: tuple[str, ...],
     quiet: Callable[[], None],
-) -> tuple[list[float], list[float], tuple[int, list[protocol.VerifiedRound], Any, int]]:
-    # the first timed call is also profiled: the kernel check applies to what is timed too
+) -> tuple[list[float], list[float], protocol.Timed, Any]:
+    # the first timed call is also profiled, and a chunk of each later window: the kernel check
+    # applies to what is timed too
+    first = window == 0
+    request = protocol.TimeRequest(
+        **shape,
+        budget_s=BUDGET_S,
+        min_s=MIN_S,
+        warm=first,
+        profile=first,
+        watch_round=watch_round(shape, window, last_rounds),
+    )
     with trace.span(*label, "student"):
-        reply, payload = worker_call(
-            protocol.TimeRequest(**shape, budget_s=BUDGET_S, min_s=MIN_S, warm=first, profile=first)
-        )
+        reply, payload = worker_call(request)
     assert isinstance(reply, protocol.Timed)  # what a time request gets back (an error raises)
     samples = list(reply.samples_s)
     with trace.span(*label, "reference"):
         quiet()  # the worker is stopped while the reference is timed
         reference = timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
-    return samples, reference, (len(samples), list(reply.verified), payload, reply.triton_launches)
+    return samples, reference, reply, payload
 
 
 def alternate(
@@ -87,12 +111,15 @@ def alternate(
     while True:
         step = (*label, f"alternation {len(rounds.ratios) + 1}")
         before = monitor.sample()
-        student, reference, (count, verified, payload, launched) = _window_pair(
-            worker_call, ref_calls, shape, not rounds.checks, step, quiet
+        last = rounds.checks[-1][1] if rounds.checks else 0
+        student, reference, reply, payload = _window_pair(
+            worker_call, ref_calls, shape, len(rounds.checks), last, step, quiet
         )
         after = monitor.sample()
-        rounds.checks.append((rounds.seen, count, verified, payload))
-        rounds.launches.append((launched, count))
+        count = reply.rounds_run if reply.rounds_run is not None else len(student)
+        rounds.checks.append((rounds.seen, count, list(reply.verified), payload))
+        rounds.launches.append((reply.triton_launches, count))
+        rounds.watched += reply.watched
         rounds.seen += count
         rounds.samples += [before, after]
         if not student or not reference or any(not (s > 0) for s in student + reference):

@@ -105,6 +105,9 @@ class ProblemRun:
         self.isolation = worker.isolation
         self.worker = worker
         greeting = worker.wait_ready(self.deadline)
+        if isinstance(greeting, protocol.Ready):
+            for step, seconds in list(greeting.start_s.items())[:8]:
+                trace.note(seconds, self.problem.name, f"worker start: {step[:60]}")
         if isinstance(greeting, protocol.ImportFailed):
             self._stop_worker()
             self.fatal = f"could not load {self.problem.module}.{self.problem.function}: {greeting.message}"
@@ -191,6 +194,7 @@ class ProblemRun:
             triton_launches,
             list(profile.compiled_regions) if profile else [],
             self.submission,
+            profile.graph_launches if profile else 0,
         )
 
     # -- the problem ------------------------------------------------------------------------------

@@ -33,6 +33,16 @@ def test_plan_rounds_keeps_a_floor_of_timed_work() -> None:
     assert timing.plan_rounds(steady, budget_s=0.0201, min_s=0.05) == 20  # the budget still caps it
 
 
+def test_a_slow_kernels_pilot_and_minimum_shrink_to_fit_the_budget() -> None:
+    assert timing.pilot_rounds(None, 0.25) == timing.PILOT_ROUNDS  # nothing known yet: the full pilot
+    assert timing.pilot_rounds(1e-3, 0.25) == timing.PILOT_ROUNDS  # a fast kernel: unchanged
+    assert timing.pilot_rounds(0.05, 0.25) == 5  # the budget's worth of 50 ms rounds
+    assert timing.pilot_rounds(0.15, 0.25) == timing.FEWEST_ROUNDS  # a 150 ms step: 3 rounds, not 10
+    slow = [0.15] * 3
+    assert timing.plan_rounds(slow, budget_s=0.25, min_rounds=3) == 3
+    assert timing.plan_rounds(slow, budget_s=0.25) == timing.MIN_ROUNDS  # the old floor, for comparison
+
+
 def test_launch_cover_sleeps_only_for_what_the_cpu_falls_behind() -> None:
     cover = timing.LaunchCover()
     cover.host_per_round_s, cover.gpu_per_round_s = 60e-6, 4e-3  # a long kernel: the CPU stays ahead

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from grader import protocol
 from grader.judge import gpu_state, stopping, windows
 from grader.judge.stopping import MAX_ALTERNATIONS, MIN_ALTERNATIONS, Rule
 from grader.spec.model import Thresholds, Tier
@@ -103,10 +104,10 @@ class Script:
     def __init__(self, pairs: list[tuple[list[float], list[float]]]) -> None:
         self.pairs, self.calls = list(pairs), 0
 
-    def __call__(self, worker_call, ref_calls, shape, first, label, quiet):  # type: ignore[no-untyped-def]
+    def __call__(self, worker_call, ref_calls, shape, window, last_rounds, label, quiet):  # type: ignore[no-untyped-def]
         student, reference = self.pairs[self.calls]
         self.calls += 1
-        return student, reference, (len(student), [], {}, len(student))
+        return student, reference, protocol.Timed(samples_s=student, triton_launches=len(student)), {}
 
 
 class FakeMonitor:

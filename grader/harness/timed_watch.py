@@ -1,0 +1,87 @@
+"""Timed rounds held to the kernel rule as correctness calls are: a chunk of a window, run whole
+under the profiler.
+
+Correctness watches every call; timing cannot (the profiler's cost is not the kernel's), so a
+submission could run its Triton kernel while watched and PyTorch's once the timed rounds pile
+up, launching a token Triton kernel beside it to satisfy the launch count. So before a round
+drawn from the secret (`TimeRequest.watch_round`), the worker runs one extra chunk of rounds
+with the profiler on: queued like every other chunk, behind the same launch cover, with the same
+refills and samples around each round, so nothing a call can see tells it apart. Each of its
+calls runs inside a profiler range (`RANGE`), and only the ops that start inside one are the
+submission's: the harness's refills and flushes between rounds are not. Its samples are not kept.
+
+The orchestrator judges what was seen with the kernel rule's own wording
+(`grader.judge.performance.watched_flags`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import torch
+
+from grader import protocol, timing
+from grader.harness.calls import profiled
+from grader.harness.timed_rounds import FreshRounds
+
+#: the profiler range around each call of a watched chunk
+RANGE = "grader: timed call"
+#: a watched chunk's rounds take about this much GPU time at most (and at least FEWEST_ROUNDS rounds)
+WATCHED_S = 0.03
+# bound at import, as the harness's other profiler entry points are (the guard keeps the name)
+_record_function = torch.autograd.profiler.record_function
+
+
+def ranged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, each call inside a profiler range named RANGE (which costs nothing while no profiler runs)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with _record_function(RANGE):
+            return fn(*args, **kwargs)
+
+    return call
+
+
+class ChunkProfiler:
+    """`timing.ChunkWatch` for one timed window of the worker: one watched chunk, before `at`."""
+
+    def __init__(
+        self, calls: list[Callable[[], Any]], at: int | None, rounds: FreshRounds | None, device: str = "cuda"
+    ) -> None:
+        self.calls, self.at, self.rounds, self.device = calls, at, rounds, device
+        self.watched: list[protocol.WatchedChunk] = []
+        self._record: dict[str, Any] = {}
+        self._context: AbstractContextManager[None] | None = None
+        self._first = 0
+        self._size = 0
+
+    def pick(self, index: int, rounds: int) -> tuple[list[Callable[[], Any]], int] | None:
+        if self.at is None or not index <= self.at < index + rounds:
+            return None
+        self.at = None
+        per_round = max(timing.COVER.gpu_per_round_s, 1e-6)
+        self._size = max(timing.FEWEST_ROUNDS, min(rounds, int(WATCHED_S / per_round)))
+        return self.calls, self._size
+
+    def begin(self) -> None:
+        self._first = self.rounds.index if self.rounds is not None else 0
+        self._record = {}
+        self._context = profiled(self._record, self.device, within=RANGE)
+        self._context.__enter__()
+
+    def end(self) -> None:
+        assert self._context is not None
+        self._context.__exit__(None, None, None)
+        self._context = None
+        self.watched.append(
+            protocol.WatchedChunk(
+                first_round=self._first,
+                rounds=self._size,
+                aten_ops=self._record.get("aten_ops", []),
+                compiled_regions=self._record.get("compiled_regions", []),
+                triton_launches=self._record.get("triton_launches", 0),
+                graph_launches=self._record.get("graph_launches", 0),
+            )
+        )
