@@ -35,6 +35,9 @@ from tests.adversarial import test_corpus as adversarial  # noqa: E402  (its bui
 HONEST = ROOT / "tests" / "honest"
 
 
+DEVICE = "cuda"  # --device: the table's grading device
+
+
 def grade(
     submission: Path, out: Path, problems: list[str], extra: list[str]
 ) -> tuple[dict[str, Any] | None, float, str]:
@@ -50,7 +53,7 @@ def grade(
         "--problems",
         ",".join(problems),
         "--device",
-        "cuda",
+        DEVICE,
         *extra,
     ]
     done = subprocess.run(
@@ -214,6 +217,47 @@ def _adversarial_judge(entry: dict[str, Any]) -> Callable[[dict[str, Any] | None
     return judge
 
 
+#: per "entry|problem": the problem's status and correctness fraction, as this run graded it
+VERDICTS: dict[str, dict[str, Any]] = {}
+
+
+def note_verdicts(name: str, result: dict[str, Any] | None) -> None:
+    for problem in (result or {}).get("problems", []):
+        tests = problem.get("tests", [])
+        full = sum(t["max_score"] for t in tests) or 1.0
+        VERDICTS[f"{name}|{problem['name']}"] = {
+            "status": problem["status"],
+            "correctness": round(sum(t["score"] for t in tests) / full, 4),
+            "failed": [t["name"] for t in tests if t["status"] != "passed"][:20],
+        }
+
+
+def compare_cpu(rows: list[Any], cpu: dict[str, dict[str, Any]], gpu_only: set[str]) -> list[str]:
+    """Per GPU row, the CPU grading's verdict of the same entry and problem, and whether they agree
+    (same status, same correctness fraction): the laptop refuses what the GPU refuses (issue 30)."""
+    lines = ["| entry | problem | GPU | CPU | same |", "| --- | --- | --- | --- | --- |"]
+    agree = compared = 0
+    for name, problem in sorted({(r[6], r[1]) for r in rows if len(r) > 6}):
+        key = f"{name}|{problem}"
+        g, c = VERDICTS.get(key), cpu.get(key)
+        if g is None or c is None:
+            lines.append(f"| {name} | {problem} | {_short(g)} | {_short(c)} | not graded on both |")
+            continue
+        if name in gpu_only:
+            lines.append(f"| {name} | {problem} | {_short(g)} | {_short(c)} | n/a (an attack only a GPU runs) |")
+            continue
+        same = g["status"] == c["status"] and abs(g["correctness"] - c["correctness"]) < 1e-3
+        compared += 1
+        agree += same
+        lines.append(f"| {name} | {problem} | {_short(g)} | {_short(c)} | {'yes' if same else '**NO**'} |")
+    lines += ["", f"CPU and GPU verdicts agree on {agree} of {compared} entry-problems graded on both"]
+    return lines
+
+
+def _short(v: dict[str, Any] | None) -> str:
+    return "-" if v is None else f"{v['status']}, correctness {v['correctness']:.2f}"
+
+
 def run_jobs(jobs: list[Job], workers: int) -> tuple[list[Any], list[str]]:
     """Every job graded, `workers` at once (the `alone` ones after, one at a time); rows print as they land."""
     rows: list[Any] = []
@@ -223,7 +267,8 @@ def run_jobs(jobs: list[Job], workers: int) -> tuple[list[Any], list[str]]:
     def one(job: Job) -> None:
         result, seconds, err = grade(job.submission, job.out, job.problems, job.extra)
         with lock:
-            rows.extend(job.judge(result, seconds, err))
+            note_verdicts(job.name, result)
+            rows.extend((*r, job.name) for r in job.judge(result, seconds, err))
             done.add(job.name)
 
     together = [j for j in jobs if not j.alone]
@@ -252,7 +297,13 @@ def main() -> int:
     parser.add_argument("--skip-adversarial", action="store_true")
     parser.add_argument("--untimed", default="", help="honest entries graded with --no-timing (correctness only)")
     parser.add_argument("--jobs", default="auto", help="gradings at once (auto: as grader batch chooses; 1: serial)")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="grade on (cpu: verdicts only)")
+    parser.add_argument(
+        "--cpu-verdicts", type=Path, help="a CPU run's verdicts.json: a table of GPU against CPU verdicts (issue 30)"
+    )
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     only = {n for n in args.only.split(",") if n}
     base = args.out / "work"
     shutil.rmtree(base, ignore_errors=True)
@@ -276,6 +327,12 @@ def main() -> int:
     )
     lines += ["", summary, f"did not run: {', '.join(missing)}" if missing else "every entry ran"]
     print("\n".join(lines[-3:]), flush=True)
+    (args.out / "verdicts.json").write_text(json.dumps(VERDICTS, indent=1, sort_keys=True) + "\n")
+    if args.cpu_verdicts is not None and args.cpu_verdicts.is_file():
+        gpu_only = {e["name"] for e in adversarial.CORPUS if e.get("gpu") and not e.get("honest")}
+        both = compare_cpu(rows, json.loads(args.cpu_verdicts.read_text()), gpu_only)
+        print("\n".join(both), flush=True)
+        lines += ["", "## CPU against GPU", "", *both]
     (args.out / "corpora.md").write_text("\n".join(lines) + "\n")
     return 0 if all(r[3] for r in rows) and not missing else 1
 
