@@ -63,13 +63,17 @@ def _inside(events: list[Any], within: str) -> list[str]:
     (the profiler stamps every thread with one clock): a timed chunk's calls, not the harness's
     refills and flushes between them."""
     p = PROFILER
-    spans = sorted((p.start_ns(e), p.end_ns(e)) for e in events if p.name(e) == within)
+    # the CPU's ranges only: on a GPU the profiler also records each range's span of GPU time
+    # under the same name, which runs on past the call, over the harness's work after it
+    spans = sorted(
+        (p.start_ns(e), p.end_ns(e)) for e in events if p.name(e) == within and p.device_type(e) != p.cuda_device
+    )
     starts = [s for s, _ in spans]
     names = []
     for e in events:
         start = p.start_ns(e)
         i = bisect.bisect_right(starts, start) - 1
-        if i >= 0 and start <= spans[i][1] and p.name(e) != within:
+        if i >= 0 and start <= spans[i][1] and p.name(e) != within and p.device_type(e) != p.cuda_device:
             names.append(p.name(e))
     return names
 
