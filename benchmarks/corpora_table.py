@@ -70,8 +70,11 @@ def describe(problem: dict[str, Any]) -> str:
     text = f"{problem['status']}, correctness {correct:.2f}, performance {perf.get('status')}"
     if ratio:
         text += f" (ratio {ratio:.3f})"
-    if perf.get("status") == "flagged":
+    if perf.get("status") in ("flagged", "skipped"):
         text += f": {perf.get('reason', '')[:90]}"
+    failed = next((t for t in problem["tests"] if t["status"] != "passed"), None)
+    if failed is not None:  # what a reader of an unexpected row needs first
+        text += f"; first failure: {' '.join(str(failed.get('message', '')).split())[:160]}"
     return text
 
 

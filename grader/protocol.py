@@ -90,6 +90,7 @@ class WatchedChunk(Profile):
     """A chunk of timed rounds run again, whole, under the profiler (`grader.harness.timed_watch`):
     the ops inside its calls, and its Triton launches."""
 
+    #: the chunk's first timed round; -1: the shape's first timed call, watched before any round
     first_round: int
     rounds: int
 

@@ -244,21 +244,23 @@ def watched_flags(problem: Problem, case: Case, watched: list[protocol.WatchedCh
         )
         if why:
             last = chunk.first_round + chunk.rounds - 1
-            return [f"timed rounds {chunk.first_round}-{last}, watched as correctness calls are: {why}"]
+            which = "the first timed call" if chunk.first_round < 0 else f"timed rounds {chunk.first_round}-{last}"
+            return [f"{which}, watched as correctness calls are: {why}"]
     return []
 
 
 def _wall_clock(
     worker_call: WorkerCall, shape: dict[str, Any], median_s: float, label: tuple[str, str]
-) -> tuple[int, float, float]:
-    """A loop of the student's calls timed by the orchestrator's clock: (rounds, reported s, wall s)."""
+) -> tuple[int, float, float, int]:
+    """A loop of the student's calls timed by the orchestrator's clock: (rounds, reported s, wall s,
+    Triton launches)."""
     rounds = max(5, min(200, int(WALL_CHECK_S / max(median_s, 1e-6))))
     start = time.monotonic()
     loop, _ = worker_call(protocol.LoopRequest(**shape, rounds=rounds))
     wall = time.monotonic() - start
     assert isinstance(loop, protocol.Looped)  # what a loop request gets back (an error raises)
     trace.note(wall, *label, f"wall-clock check, {rounds} rounds")
-    return rounds, loop.wall_s, wall
+    return rounds, loop.wall_s, wall, loop.triton_launches
 
 
 def measure_shape(
@@ -305,7 +307,13 @@ def measure_shape(
     torch.cuda.empty_cache()
     s_meas, r_meas = timing.Measurement(rounds.student), timing.Measurement(rounds.reference)
     s_med = s_meas.median_ms / 1e3
-    flags += clock_flags(s_med, roofline_floor_s(kind, case, gpu), *_wall_clock(worker_call, shape, s_med, label))
+    looped, reported, wall, launched = _wall_clock(worker_call, shape, s_med, label)
+    flags += clock_flags(s_med, roofline_floor_s(kind, case, gpu), looped, reported, wall)
+    if launched < looped and not flags:
+        flags.append(
+            f"the wall-clock check's {looped} calls launched {launched} Triton kernel(s) (every timed call must "
+            f"launch the submission's Triton kernel, as every correctness call must)"
+        )
     value, unit = achieved(kind, case, s_med)
     ratio = rounds.ratio
     low, high = stopping.interval(ratio, rounds.ratios)

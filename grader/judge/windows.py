@@ -119,6 +119,8 @@ def alternate(
         count = reply.rounds_run if reply.rounds_run is not None else len(student)
         rounds.checks.append((rounds.seen, count, list(reply.verified), payload))
         rounds.launches.append((reply.triton_launches, count))
+        if reply.profile is not None:  # the shape's first timed call, watched before the window's rounds
+            rounds.watched.append(protocol.WatchedChunk(**reply.profile.model_dump(), first_round=-1, rounds=1))
         rounds.watched += reply.watched
         rounds.seen += count
         rounds.samples += [before, after]

@@ -361,15 +361,8 @@ class ProblemRun:
                 self._stop_worker()
             raise _TimingFailed(reply.message)
         assert isinstance(reply, (protocol.Timed, protocol.Looped))  # the only other replies a timing request may get
-        # a timed window's launches are judged per round with its shape (performance.launch_flags)
-        if isinstance(reply, protocol.Looped) and not reply.triton_launches:
-            raise _TimingFailed("no Triton kernel was launched in the timed calls")
-        if isinstance(reply, protocol.Timed) and reply.profile is not None:
-            self._check_kernel_use(
-                reply.profile, reply.triton_launches, self.kind.case_model.model_validate(request.case)
-            )
-            if self.cheat:
-                raise _TimingFailed(self.cheat)
+        # what timed calls launch, and what the watched ones ran, are judged with the shape's other
+        # flags (performance.launch_flags, performance.watched_flags): they withhold the performance
         return reply, payload
 
     def _result(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import ROOT
+from grader.sandbox import bytecode
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.syscalls import kernel_at_least
 
@@ -48,6 +49,12 @@ def runtime_paths() -> list[Path]:
         GRADER_ROOT / "grader",
     }
     paths |= {Path(torch.__file__).resolve().parent.parent, Path(triton.__file__).resolve().parent.parent}
+    try:  # the worker's bytecode, kept outside the packages (grader/sandbox/bytecode.py)
+        kept = bytecode.folder()
+        kept.mkdir(parents=True, exist_ok=True)
+        paths.add(kept)
+    except OSError:
+        pass
     resolved = {p.resolve() for p in paths}
     # keep only outermost folders
     return sorted(p for p in resolved if not any(q != p and q in p.parents for q in resolved))

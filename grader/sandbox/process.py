@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from grader import kernel_cache, protocol
-from grader.sandbox import exposure, kernel_copy, processes, seccomp
+from grader.sandbox import bytecode, exposure, kernel_copy, processes, seccomp
 from grader.sandbox.child import SPAWN_LOCK, child_setup, preexec
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.output import CapturedStream, combined
@@ -117,6 +117,7 @@ class WorkerProcess:
         argv = [
             sys.executable,
             "-I",
+            *bytecode.worker_flags(self.plan.uid),
             "-c",
             BOOTSTRAP,
             str(GRADER_ROOT),
