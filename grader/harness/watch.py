@@ -38,34 +38,53 @@ _getprofile, _setprofile, _gettrace, _settrace = sys.getprofile, sys.setprofile,
 # -- launch counting ----------------------------------------------------------------------------
 
 _WRAPPER = """
-def make(original, counter):
+def make(original, counter, inside):
     def run(self, *args, **kwargs):
         if not kwargs.get("warmup", False):
             counter[0] += 1
-        return original(self, *args, **kwargs)
+        inside[0] += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            inside[0] -= 1
     return run
 
-def make_getitem(original, counter):
+def make_getitem(original, counter, inside):
     def __getitem__(self, grid):
         runner = original(self, grid)
         def launch(*args, **kwargs):
             counter[0] += 1
-            return runner(*args, **kwargs)
+            inside[0] += 1
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                inside[0] -= 1
         return launch
     return __getitem__
+
+def make_launcher_call(original, counter, inside):
+    def __call__(self, *args, **kwargs):
+        if inside[0] == 0:
+            counter[0] += 1
+        return original(self, *args, **kwargs)
+    return __call__
 """
 
 
 class LaunchCounter:
     """Counts Triton kernel launches by wrapping `run` of Triton's JIT and interpreter functions,
-    and the launcher of a compiled kernel (`kernel = f.warmup(...); kernel[grid](...)`, as Triton's
-    fused-softmax tutorial launches: it bypasses `run`).
+    the launcher of a compiled kernel (`kernel = f.warmup(...); kernel[grid](...)`, as Triton's
+    fused-softmax tutorial launches: it bypasses `run`), and, on a GPU, the driver's launcher of
+    a compiled kernel called from anywhere else (a torch.compile'd function launching the
+    student's kernel does, through inductor): counted there only outside the other two, so a
+    launch counts once.
 
     The wrapper is compiled in a namespace of its own: `JITFunction.run.__globals__` leads
     nowhere near the grader.
     """
 
     _counter = [0]
+    _inside = [0]  # launches under way through `run` or `kernel[grid]`: the driver's launcher is not counted again
 
     @classmethod
     def total(cls) -> int:
@@ -90,12 +109,24 @@ class LaunchCounter:
         namespace: dict[str, Any] = {"__builtins__": {}}
         exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
         for klass in targets:
-            klass.run = namespace["make"](klass.run, cls._counter)
+            klass.run = namespace["make"](klass.run, cls._counter, cls._inside)
+        launcher = cuda_launcher()
+        if launcher is not None:
+            launcher.__call__ = namespace["make_launcher_call"](launcher.__call__, cls._counter, cls._inside)
         try:
             from triton.compiler.compiler import CompiledKernel
         except ImportError:  # pragma: no cover - Triton laid out otherwise
             return
-        CompiledKernel.__getitem__ = namespace["make_getitem"](CompiledKernel.__getitem__, cls._counter)
+        CompiledKernel.__getitem__ = namespace["make_getitem"](CompiledKernel.__getitem__, cls._counter, cls._inside)
+
+
+def cuda_launcher() -> type | None:
+    """Triton's CUDA launcher class (what every compiled kernel's launch goes through), if any."""
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+    except Exception:  # noqa: BLE001 - no NVIDIA backend in this Triton, or it cannot load here
+        return None
+    return CudaLauncher if "__call__" in vars(CudaLauncher) else None
 
 
 # -- tamper guard -------------------------------------------------------------------------------
@@ -170,6 +201,7 @@ def _guarded() -> list[tuple[str, Any, tuple[str, ...] | None]]:
         ("torch.profiler", torch.profiler, ("profile", "ProfilerActivity", "record_function")),
         ("torch.profiler.profile", torch.profiler.profile, _ALL),
         ("triton JITFunction", jit.JITFunction, ("run",)),
+        *([("triton CudaLauncher", cuda_launcher(), ("__call__",))] if cuda_launcher() is not None else []),
         ("torch dispatcher", torch._C._DispatchOperatorHandle, ("redispatch_boxed",)),
         ("torch._ops.OpOverload", torch._ops.OpOverload, ("_op_dk", "redispatch")),
         ("torch._C", torch._C, ("_get_operation_overload",)),

@@ -228,7 +228,7 @@ def test_the_compiled_kernels_launcher_is_counted_too() -> None:
     watch.LaunchCounter.install()
     getitem = CompiledKernel.__getitem__
     assert getitem.__name__ == "__getitem__" and "grader" not in str(getitem.__globals__.keys())
-    assert getitem.__code__.co_freevars == ("counter", "original")
+    assert getitem.__code__.co_freevars == ("counter", "inside", "original")
 
 
 @pytest.mark.gpu
@@ -252,3 +252,24 @@ def test_a_warmed_up_kernel_launched_by_its_grid_is_counted() -> None:
     launch(x, y, 1000, 256)
     torch.cuda.synchronize()
     assert watch.LaunchCounter.total() - before == 2 and torch.equal(y, 2 * x)
+
+
+def test_the_drivers_launcher_counts_a_launch_made_outside_triton_run() -> None:
+    """A torch.compile'd function launches the student's kernel through inductor, straight to the
+    driver's launcher: counted there, once, and not again under `run` (GPU: corpus twin
+    `compiled-forward-honest`, timed)."""
+    watch.LaunchCounter.install()
+    launcher = watch.cuda_launcher()
+    if launcher is None:
+        pytest.skip("no NVIDIA backend in this Triton")
+    before = watch.LaunchCounter.total()
+    with pytest.raises(Exception):  # noqa: B017 - not a real launcher: the count comes first
+        launcher.__call__(object(), 1, 1, 1, 0, None)
+    assert watch.LaunchCounter.total() == before + 1
+    watch.LaunchCounter._inside[0] += 1  # as during JITFunction.run, which has counted the launch
+    try:
+        with pytest.raises(Exception):  # noqa: B017
+            launcher.__call__(object(), 1, 1, 1, 0, None)
+    finally:
+        watch.LaunchCounter._inside[0] -= 1
+    assert watch.LaunchCounter.total() == before + 1
