@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from grader import protocol, timing
+from grader import protocol
 from grader.harness import calls, timed_watch
 from grader.judge.performance import watched_flags
 from grader.judge.windows import watch_round
@@ -42,7 +42,7 @@ def test_only_ops_inside_the_calls_count() -> None:
     assert "aten::mul" not in honest.aten_ops and "aten::exp" not in honest.aten_ops
     assert "aten::clone" in honest.aten_ops
     cheat = _chunk(lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
-    assert "aten::gelu" in cheat.aten_ops and cheat.rounds >= timing.FEWEST_ROUNDS
+    assert "aten::gelu" in cheat.aten_ops and cheat.rounds >= 1
 
 
 def test_ops_of_a_thread_the_call_waits_for_count() -> None:

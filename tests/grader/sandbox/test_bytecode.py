@@ -1,0 +1,52 @@
+"""The worker's bytecode, kept once per machine (`grader.sandbox.bytecode`): filled by importing
+what a worker imports, readable by every worker and writable by none, used only by a worker under
+another uid than the orchestrator's."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from grader.sandbox import bytecode
+
+
+@pytest.fixture
+def kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "bytecode"
+    monkeypatch.setenv(bytecode.ENV, str(where))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as on machines whose packages have no .pyc
+    monkeypatch.setattr(bytecode, "_FILLED", {})
+    return where
+
+
+def test_it_is_filled_once_with_the_workers_imports_and_opened_read_only(kept: Path) -> None:
+    assert bytecode.ready() == kept
+    compiled = list(kept.rglob("*.pyc"))
+    names = {p.name.split(".")[0] for p in compiled}
+    assert {"serve", "calls", "watch"} <= names  # the harness
+    assert len(compiled) > 500  # and PyTorch's modules with it
+    for path in [kept, *compiled[:50]]:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        assert not mode & (stat.S_IWGRP | stat.S_IWOTH) and mode & stat.S_IROTH, (path, oct(mode))
+    assert [p.name for p in kept.glob("filled-*")], "the marker that spares the next grading the fill"
+
+
+def test_only_a_worker_under_another_uid_reads_it(kept: Path) -> None:
+    assert bytecode.worker_flags(None) == []
+    assert bytecode.worker_flags(os.geteuid()) == []  # it could write bytecode the next worker runs
+    flags = bytecode.worker_flags(os.geteuid() + 12345)
+    assert flags == ["-B", "-X", f"pycache_prefix={kept}"]
+
+
+def test_a_folder_that_cannot_be_made_leaves_workers_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(bytecode.ENV, str(blocker / "inside"))
+    monkeypatch.setattr(bytecode, "_FILLED", {})
+    assert bytecode.ready() is None
+    assert bytecode.worker_flags(os.geteuid() + 1) == []
