@@ -191,11 +191,35 @@ class LoopRequest(ShapeRequest):
     rounds: int
 
 
+class KernelTime(Message):
+    """One GPU kernel's share of a profiled call: every launch of that name, summed."""
+
+    name: str
+    calls: int
+    time_s: float
+
+
+class Profiled(Message):
+    """One warm call of a benchmark shape under the profiler: where its GPU time went."""
+
+    status: Literal["ok"] = "ok"
+    kernels: list[KernelTime]
+    #: the call's time on the host clock, synchronised (launches and gaps included)
+    wall_s: float
+
+
+class ProfileRequest(ShapeRequest):
+    """Profile one warm call of the shape (`grader.harness.kernel_profile`): the `profile` mode."""
+
+    op: Literal["profile"] = "profile"
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Profiled, "error": Failed}
+
+
 class ExitRequest(Message):
     op: Literal["exit"] = "exit"
 
 
-Request = Annotated[CallRequest | TimeRequest | LoopRequest | ExitRequest, Field(discriminator="op")]
+Request = Annotated[CallRequest | TimeRequest | LoopRequest | ProfileRequest | ExitRequest, Field(discriminator="op")]
 _REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
 
 
@@ -227,7 +251,9 @@ def parse_reply(header: dict[str, Any], expected: dict[str, type[Message]]) -> M
         raise ProtocolError(f"malformed {status!r} reply: {_explain(exc)}") from None
 
 
-def parse_request(header: dict[str, Any]) -> CallRequest | TimeRequest | LoopRequest | ExitRequest:
+def parse_request(
+    header: dict[str, Any],
+) -> CallRequest | TimeRequest | LoopRequest | ProfileRequest | ExitRequest:
     try:
         return _REQUEST.validate_python(header)  # type: ignore[no-any-return]
     except ValidationError as exc:

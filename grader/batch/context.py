@@ -65,6 +65,8 @@ class Context:
             out.append("--public-only")
         if not self.options.time_performance:
             out.append("--no-timing")
+        if self.options.profile:
+            out.append("--profile")
         if self.options.parallel:
             out += ["--parallel", str(self.options.parallel)]
         if self.options.kernel_cache is None:

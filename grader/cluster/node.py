@@ -66,6 +66,7 @@ class Recipe:
     parallel: int | None
     no_kernel_cache: bool
     docker: DockerPlan | None = None
+    profile: bool = False
 
 
 def spec_digest(assignment: Assignment) -> str:
@@ -91,6 +92,7 @@ def recipe_for(ctx: Context, docker: DockerPlan | None = None) -> Recipe:
         timeout=ctx.options.timeout,
         public_only=ctx.public_only,
         no_timing=not ctx.options.time_performance,
+        profile=ctx.options.profile,
         parallel=ctx.options.parallel,
         no_kernel_cache=ctx.options.kernel_cache is None,
         docker=docker,
@@ -120,6 +122,7 @@ def node_context(recipe: Recipe, hide: list[Path]) -> Context:
         problems=recipe.problems,
         hide=hide,
         time_performance=not recipe.no_timing,
+        profile=recipe.profile,
         parallel=recipe.parallel,
         kernel_cache=None if recipe.no_kernel_cache else kernel_cache.default_root(),
     )

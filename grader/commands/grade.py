@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from grader.orchestrator.grade import grade
-    from grader.records.console import print_result
+    from grader.records.console import print_profiles, print_result
     from grader.records.report import write_result
     from grader.spec.load import load_assignment
 
@@ -57,5 +57,10 @@ def run(args: argparse.Namespace) -> int:
         result = grade(assignment, submission, options)
     write_result(result, out)
     print_result(result, Console())
+    if options.profile:
+        if options.device != "cpu" and any(p.profile for p in result.problems):
+            print_profiles(result, Console())
+        else:
+            console.print("--profile: nothing profiled (profiles need a CUDA GPU and a problem whose tests pass)")
     console.print(f"wrote {out / 'result.json'}, {out / 'report.html'}, {out / 'gradescope' / 'results.json'}")
     return 0

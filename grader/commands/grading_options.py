@@ -41,6 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--public-only", action="store_true", help="ignore hidden cases even when their file is present")
     p.add_argument("--no-timing", action="store_true", help="skip performance timing (correctness only) on a GPU")
     p.add_argument(
+        "--profile",
+        action="store_true",
+        help="on a GPU, also profile one warm call of each benchmark shape: where its GPU time goes, kernel by kernel",
+    )
+    p.add_argument(
         "--kernel-cache",
         default=None,
         help="where each submission's compiled kernels are kept between gradings (default: $GRADER_KERNEL_CACHE "
@@ -94,6 +99,7 @@ def grade_options(args: argparse.Namespace, hide: list[Path]) -> GradeOptions:
         problems=args.problems.split(",") if args.problems else None,
         hide=hide,
         time_performance=not args.no_timing,
+        profile=args.profile,
         parallel=args.parallel,
         kernel_cache=None if args.no_kernel_cache else Path(args.kernel_cache or kernel_cache.default_root()),
     )

@@ -109,7 +109,7 @@ def wait(client: Any, job_id: int, console: Console) -> dict[str, Any]:
 
 def show(view: dict[str, Any], server: str, console: Console) -> int:
     """The result as `grader grade` prints it; the exit code says whether everything passed."""
-    from grader.records.console import print_result, print_timings
+    from grader.records.console import print_profiles, print_result, print_timings
     from grader.records.model import Result
 
     if view.get("withheld"):
@@ -121,8 +121,10 @@ def show(view: dict[str, Any], server: str, console: Console) -> int:
     result = Result.model_validate(view["result"])
     out = Console()
     print_result(result, out)
-    if view["mode"] in ("benchmark", "profile"):
+    if view["mode"] == "benchmark":
         print_timings(result, out)
+    if view["mode"] == "profile":
+        print_profiles(result, out)
     if result.status == "error":
         console.print(f"[red]not graded:[/red] {escape(result.error.splitlines()[0] if result.error else '')}")
     console.print(f"report: {escape(server.rstrip('/'))}/me/submissions/{view['id']} (log in with your token)")

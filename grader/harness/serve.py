@@ -41,7 +41,15 @@ from typing import Any
 import torch
 
 from grader import kernel_cache, protocol, timing
-from grader.harness import calls, imports, l2_persisting, student_runtime, timed_rounds, timed_watch
+from grader.harness import (
+    calls,
+    imports,
+    kernel_profile,
+    l2_persisting,
+    student_runtime,
+    timed_rounds,
+    timed_watch,
+)
 from grader.harness.watch import GUARD, LaunchCounter, arm
 from grader.loading import load_function
 from grader.problems import REGISTRY
@@ -164,7 +172,7 @@ class Timer:
         return case
 
     def handle(
-        self, request: protocol.TimeRequest | protocol.LoopRequest, submission: Path
+        self, request: protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest, submission: Path
     ) -> tuple[protocol.Message, bytes]:
         calls.nan_fill(False)  # timing runs without the NaN fill of correctness calls
         blob = b""
@@ -203,6 +211,8 @@ class Timer:
                         rounds_run=measured.rounds_run,
                         watched=watch.watched,
                     )
+                elif isinstance(request, protocol.ProfileRequest):
+                    reply = kernel_profile.profile_call(self.calls)
                 else:
                     wall = timing.loop_wall_time(self.calls[0], request.rounds)
                     reply = protocol.Looped(wall_s=wall, triton_launches=LaunchCounter.total() - launches)

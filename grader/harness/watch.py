@@ -345,6 +345,7 @@ class _Profiler:
             self.events, self.trace_start = _ProfilerResult.events, getattr(_ProfilerResult, "trace_start_ns", None)
             self.name, self.device_type = _KinetoEvent.name, _KinetoEvent.device_type
             self.start_ns, self.end_ns = _KinetoEvent.start_ns, _KinetoEvent.end_ns
+            self.duration_ns = _KinetoEvent.duration_ns
             self.direct = True
         except (ImportError, AttributeError, TypeError):  # pragma: no cover - a PyTorch without them
             self.public = torch.profiler.profile

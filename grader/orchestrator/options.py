@@ -34,6 +34,8 @@ class GradeOptions:
     parallel: int | None = None
     #: where each submission's compiled kernels are kept between gradings (None: not kept)
     kernel_cache: Path | None = None
+    #: profile one warm call of each benchmark shape (`grader.harness.kernel_profile`; GPU only)
+    profile: bool = False
 
 
 def resolve_device(requested: str) -> str:

@@ -18,9 +18,11 @@ from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
 from grader.records.model import (
+    KernelTime,
     Performance,
     Phases,
     ProblemResult,
+    ShapeProfile,
     TestResult,
 )
 from grader.sandbox.config import SandboxConfig
@@ -272,6 +274,7 @@ class ProblemRun:
         self.deadline += waited
         timing_started = time.monotonic()
         perf = self._performance(tests)
+        profiles = self._profiles(tests)
         self.phases.timing_s = time.monotonic() - timing_started
         if self.kernel_slot is not None and self.worker is not None:
             saving = time.monotonic()
@@ -286,7 +289,9 @@ class ProblemRun:
                 if kept.stopped:
                     self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
         self._stop_worker()
-        return self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
+        result = self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
+        result.profile = profiles
+        return result
 
     # -- performance ------------------------------------------------------------------------------
 
@@ -294,9 +299,39 @@ class ProblemRun:
         return not (self.cheat or self.fatal) and bool(tests) and all(t.status == "passed" for t in tests)
 
     def will_time(self, tests: list[TestResult]) -> bool:
-        """Whether the performance half will time anything (grade() takes the GPU alone for it)."""
-        timed_here = self.device == "cuda" and self.options.time_performance and bool(self.problem.benchmarks)
+        """Whether the performance half will time or profile anything (grade() takes the GPU alone for it)."""
+        wanted = self.options.time_performance or self.options.profile
+        timed_here = self.device == "cuda" and wanted and bool(self.problem.benchmarks)
         return timed_here and self._clean(tests)
+
+    def _profiles(self, tests: list[TestResult]) -> list[ShapeProfile]:
+        """`--profile`: one warm call of each benchmark shape under the profiler, in the worker; a
+        report for the student, judged by nothing. Only for a problem whose correctness passed."""
+        if not (self.options.profile and self.device == "cuda" and self._clean(tests)):
+            return []
+        shapes = []
+        for case in self.problem.benchmarks:
+            seeds = performance.ShapeSeeds.draw(self.options.secret, self.problem.name, case)
+            request = protocol.ProfileRequest(case=case.model_dump(), seed=seeds.inputs, sets=performance.INPUT_SETS)
+            described = self.kind.describe(case)
+            try:
+                with trace.span(self.problem.name, case.name, "profiled call"):
+                    reply, _ = self._timing_call(request)
+            except _TimingFailed as failed:
+                shapes.append(ShapeProfile(name=case.name, case=described, error=f"not profiled: {failed}"))
+                continue
+            assert isinstance(reply, protocol.Profiled)  # what a profile request gets back
+            kernels = [KernelTime(name=k.name, calls=k.calls, time_ms=round(k.time_s * 1e3, 4)) for k in reply.kernels]
+            shapes.append(
+                ShapeProfile(
+                    name=case.name,
+                    case=described,
+                    wall_ms=round(reply.wall_s * 1e3, 4),
+                    kernels_ms=round(sum(k.time_ms for k in kernels), 4),
+                    kernels=kernels,
+                )
+            )
+        return shapes
 
     def _performance(self, tests: list[TestResult]) -> Performance:
         points = self.problem.points.performance
@@ -340,8 +375,8 @@ class ProblemRun:
         return performance.score(self.problem, shapes, gpu)
 
     def _timing_call(
-        self, request: protocol.TimeRequest | protocol.LoopRequest
-    ) -> tuple[protocol.Timed | protocol.Looped, Any]:
+        self, request: protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest
+    ) -> tuple[protocol.Timed | protocol.Looped | protocol.Profiled, Any]:
         """One timing request; the reply and its sampled outputs (for `performance.verify_rounds`)."""
         try:
             if self.worker is None:
@@ -360,7 +395,7 @@ class ProblemRun:
             if reply.fatal:
                 self._stop_worker()
             raise _TimingFailed(reply.message)
-        assert isinstance(reply, (protocol.Timed, protocol.Looped))  # the only other replies a timing request may get
+        assert isinstance(reply, (protocol.Timed, protocol.Looped, protocol.Profiled))  # the other replies it may get
         # what timed calls launch, and what the watched ones ran, are judged with the shape's other
         # flags (performance.launch_flags, performance.watched_flags): they withhold the performance
         return reply, payload

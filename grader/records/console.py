@@ -138,3 +138,22 @@ def print_timings(result: Result, console: Console) -> None:
                 points,
             )
     console.print(table)
+
+
+def print_profiles(result: Result, console: Console) -> None:
+    """Each profiled shape (`--profile`): its kernels, the longest first, with their share of the
+    call's GPU time (what `grader submit --mode profile` shows)."""
+    for p in result.problems:
+        for shape in p.profile:
+            table = Table(
+                title=f"{escape(p.name)} {escape(shape.name)}: one warm call, {shape.wall_ms:.4g} ms on the host "
+                f"clock, {shape.kernels_ms:.4g} ms in GPU kernels"
+            )
+            for col in ("kernel", "launches", "GPU ms", "share"):
+                table.add_column(col)
+            if shape.error:
+                table.add_row(escape(shape.error), "", "", "")
+            for k in shape.kernels:
+                share = f"{100 * k.time_ms / shape.kernels_ms:.0f}%" if shape.kernels_ms > 0 else "-"
+                table.add_row(escape(k.name), str(k.calls), f"{k.time_ms:.4g}", share)
+            console.print(table)

@@ -110,6 +110,27 @@ class Performance(Record):
     score_high: float | None = None
 
 
+class KernelTime(Record):
+    """One GPU kernel's share of a profiled call (every launch of that name, summed)."""
+
+    name: str = Field(max_length=200)
+    calls: int
+    time_ms: float
+
+
+class ShapeProfile(Record):
+    """One warm call of a benchmark shape under the PyTorch profiler: the `profile` mode's report."""
+
+    name: str
+    case: str = ""
+    #: the call on the host clock, synchronised; its kernels' GPU time summed
+    wall_ms: float = 0.0
+    kernels_ms: float = 0.0
+    kernels: list[KernelTime] = Field(default_factory=list, max_length=20)
+    #: why there is no breakdown (the worker's error), if so
+    error: str = ""
+
+
 class Phases(Record):
     """Where one problem's grading spent its wall time: `grader batch` sums them over the class."""
 
@@ -147,6 +168,8 @@ class ProblemResult(Record):
     #: nothing; None when the rule held or no call was watched. Set once, by the orchestrator.
     kernel_check: str | None = None
     phases: Phases | None = None
+    #: `--profile`: per public benchmark shape, where one warm call's GPU time went
+    profile: list[ShapeProfile] = Field(default_factory=list)
 
 
 class SpecFingerprint(Record):

@@ -210,7 +210,7 @@ class WorkerProcess:
 
     def call(
         self,
-        request: protocol.CallRequest | protocol.TimeRequest | protocol.LoopRequest,
+        request: protocol.CallRequest | protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest,
         blob: bytes,
         deadline: float,
         max_blob: int,

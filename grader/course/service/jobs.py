@@ -31,7 +31,7 @@ from grader.spec.model import Assignment
 MODE_RUN = {
     "test": (True, True),
     "benchmark": (True, True),
-    "profile": (True, False),  # refused by the server until the worker reports kernel times (app.py)
+    "profile": (True, False),  # and one warm call per benchmark shape profiled (GradeOptions.profile)
     "final": (False, True),
 }
 
@@ -76,6 +76,7 @@ def context(setup: GradingSetup, mode: str, problems: list[str] | None, secret: 
         problems=problems,
         hide=list(setup.hide),
         time_performance=timed,
+        profile=mode == "profile",
         kernel_cache=setup.kernel_cache,
     )
     wall = STARTUP_ALLOWANCE_S + sum((setup.timeout or p.time_limit_s) + PER_PROBLEM_ALLOWANCE_S for p in chosen)

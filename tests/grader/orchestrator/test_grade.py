@@ -108,3 +108,31 @@ def test_parallel_must_be_a_positive_whole_number(tmp_path: Path, capsys) -> Non
         main(["grade", str(root / "student_template"), "--out", str(tmp_path), "--parallel", "0"])
     assert stop.value.code == 2
     assert "--parallel: expected a whole number >= 1, got 0" in capsys.readouterr().err
+
+
+def test_profile_needs_a_gpu_and_says_so(make_submission, tmp_path: Path, capsys) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        import pytest
+
+        pytest.skip("on a GPU the profile is made: test_profile_lists_the_students_kernel")
+    result = grade(make_submission(gelu=CORRECT_GELU), tmp_path / "out", "--problems", "gelu", "--profile")
+    assert by_name(result)["gelu"]["profile"] == []
+    printed = capsys.readouterr()
+    assert "profiles need a CUDA GPU" in " ".join((printed.out + printed.err).split())
+
+
+def test_profile_lists_the_students_kernel(make_submission, tmp_path: Path) -> None:
+    import pytest
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    folder = make_submission(gelu=CORRECT_GELU)
+    result = grade(folder, tmp_path / "out", "--problems", "gelu", "--profile", "--no-timing")
+    shapes = by_name(result)["gelu"]["profile"]
+    assert [s["name"] for s in shapes] == [c.name for c in load_assignment().problem("gelu").benchmarks]
+    for shape in shapes:
+        assert not shape["error"] and shape["kernels_ms"] > 0 and shape["wall_ms"] >= shape["kernels_ms"] * 0.5
+        assert any("gelu" in k["name"].lower() for k in shape["kernels"]), shape["kernels"]

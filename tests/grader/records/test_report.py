@@ -133,3 +133,34 @@ def test_a_shapes_interval_and_a_throttled_window_are_shown() -> None:
     assert "95% interval 0.880–0.920, 3 alternations, settled" in html
     assert "throttled while timed: marked for review" in html and "hw_thermal_slowdown" in html
     assert "intervals allow 9.5–10" in html
+
+
+def test_a_profile_lists_kernels_with_their_share_in_the_report_and_the_console() -> None:
+    import io
+
+    from rich.console import Console
+
+    from grader.records.console import print_profiles
+    from grader.records.model import KernelTime, ShapeProfile
+
+    graded = result()
+    graded.problems[0].profile = [
+        ShapeProfile(
+            name="rows",
+            case="4096x4096",
+            wall_ms=1.2,
+            kernels_ms=1.0,
+            kernels=[
+                KernelTime(name="softmax_kernel", calls=1, time_ms=0.75),
+                KernelTime(name="<x>", calls=2, time_ms=0.25),
+            ],
+        ),
+        ShapeProfile(name="cols", error="not profiled: the worker died"),
+    ]
+    html = render_html(graded)
+    assert "Profile: where one warm call" in html and "<code>softmax_kernel</code>" in html and "75%" in html
+    assert "&lt;x&gt;" in html and "not profiled: the worker died" in html  # kernel names are escaped
+    buffer = io.StringIO()
+    print_profiles(graded, Console(file=buffer, width=200))
+    text = buffer.getvalue()
+    assert "softmax_kernel" in text and "75%" in text and "1.2 ms on the" in text
