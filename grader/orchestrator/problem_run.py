@@ -13,16 +13,14 @@ import torch
 from grader import kernel_cache, protocol
 from grader.judge import performance, scoring
 from grader.judge.checks import case_label, check_call, kernel_check
-from grader.orchestrator import gpu_lease, trace
+from grader.orchestrator import gpu_lease, profiles, trace
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
 from grader.records.model import (
-    KernelTime,
     Performance,
     Phases,
     ProblemResult,
-    ShapeProfile,
     TestResult,
 )
 from grader.sandbox.config import SandboxConfig
@@ -274,7 +272,8 @@ class ProblemRun:
         self.deadline += waited
         timing_started = time.monotonic()
         perf = self._performance(tests)
-        profiles = self._profiles(tests)
+        ok = self.options.profile and self.device == "cuda" and self._clean(tests)  # `--profile`: a report
+        shapes = profiles.profile_shapes(self.problem, self.kind, self.options.secret, self._timing_call) if ok else []
         self.phases.timing_s = time.monotonic() - timing_started
         if self.kernel_slot is not None and self.worker is not None:
             saving = time.monotonic()
@@ -290,7 +289,7 @@ class ProblemRun:
                     self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
         self._stop_worker()
         result = self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
-        result.profile = profiles
+        result.profile = shapes
         return result
 
     # -- performance ------------------------------------------------------------------------------
@@ -303,35 +302,6 @@ class ProblemRun:
         wanted = self.options.time_performance or self.options.profile
         timed_here = self.device == "cuda" and wanted and bool(self.problem.benchmarks)
         return timed_here and self._clean(tests)
-
-    def _profiles(self, tests: list[TestResult]) -> list[ShapeProfile]:
-        """`--profile`: one warm call of each benchmark shape under the profiler, in the worker; a
-        report for the student, judged by nothing. Only for a problem whose correctness passed."""
-        if not (self.options.profile and self.device == "cuda" and self._clean(tests)):
-            return []
-        shapes = []
-        for case in self.problem.benchmarks:
-            seeds = performance.ShapeSeeds.draw(self.options.secret, self.problem.name, case)
-            request = protocol.ProfileRequest(case=case.model_dump(), seed=seeds.inputs, sets=performance.INPUT_SETS)
-            described = self.kind.describe(case)
-            try:
-                with trace.span(self.problem.name, case.name, "profiled call"):
-                    reply, _ = self._timing_call(request)
-            except _TimingFailed as failed:
-                shapes.append(ShapeProfile(name=case.name, case=described, error=f"not profiled: {failed}"))
-                continue
-            assert isinstance(reply, protocol.Profiled)  # what a profile request gets back
-            kernels = [KernelTime(name=k.name, calls=k.calls, time_ms=round(k.time_s * 1e3, 4)) for k in reply.kernels]
-            shapes.append(
-                ShapeProfile(
-                    name=case.name,
-                    case=described,
-                    wall_ms=round(reply.wall_s * 1e3, 4),
-                    kernels_ms=round(sum(k.time_ms for k in kernels), 4),
-                    kernels=kernels,
-                )
-            )
-        return shapes
 
     def _performance(self, tests: list[TestResult]) -> Performance:
         points = self.problem.points.performance
