@@ -5,8 +5,8 @@
 #   STEPS=handout,grade,noise,tests benchmarks/gpu_check.sh
 #   STEPS=agreement,batch,kernels,handoutbench benchmarks/gpu_check.sh
 #   STEPS=refcache,correct,corpora benchmarks/gpu_check.sh   (a class on one GPU: issue 27)
-# Steps: refcache fill handout handoutbench grade correct noise unverified corpora class agreement batch
-# kernels attention tests (default: all but class).
+# Steps: refcache fill handout handoutbench grade correct noise unverified corpora class profile agreement
+# batch kernels attention tests (default: all but class and profile).
 # The reference cache travels between lent machines as one archive: step refcache writes
 # $OUT/refcache.tar.gz (`grader reference-cache build --out`); set GRADER_REFERENCE_ARCHIVE to a
 # copy of it in a later call and no grading there autotunes the reference again.
@@ -111,6 +111,14 @@ fi
 if has class; then
   step "a class on one GPU: --jobs auto against --jobs 1 (benchmarks/class_throughput.py)"
   python3 benchmarks/class_throughput.py --out "$OUT/class" ${CLASS_ARGS:-} 2>&1 | tail -n 60
+fi
+if has profile; then
+  # the profile mode (issue 31): one warm call per benchmark shape, kernels by name and time
+  step "grader grade examples/submissions/correct --profile --no-timing"
+  python3 -m grader.cli grade examples/submissions/correct --out "$OUT/profile" --problems "$PROBLEMS" --profile \
+      --no-timing 2>&1 | tail -n 60
+  python3 -m pytest -q -p no:cacheprovider tests/grader/harness/test_kernel_profile.py \
+      tests/grader/orchestrator/test_grade.py -k profile 2>&1 | tail -n 5
 fi
 if has agreement; then
   step "timing agreement with do_bench"
