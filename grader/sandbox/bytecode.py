@@ -13,6 +13,7 @@ folder's owner could write bytecode that the next student's worker would run.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -37,10 +38,13 @@ def folder() -> Path:
 
 
 def _versions() -> str:
+    """What the bytecode was compiled from: PyTorch's and Triton's versions, and which interpreter
+    and grader checkout (the folder mirrors their absolute paths: another venv is another fill)."""
     import torch
     import triton
 
-    return f"torch{torch.__version__}-triton{triton.__version__}".replace("/", "_")
+    where = hashlib.sha256(f"{sys.prefix}\n{ROOT}".encode()).hexdigest()[:12]
+    return f"torch{torch.__version__}-triton{triton.__version__}-{where}".replace("/", "_")
 
 
 def ready() -> Path | None:

@@ -50,3 +50,9 @@ def test_a_folder_that_cannot_be_made_leaves_workers_as_they_were(
     monkeypatch.setattr(bytecode, "_FILLED", {})
     assert bytecode.ready() is None
     assert bytecode.worker_flags(os.geteuid() + 1) == []
+
+
+def test_another_interpreter_or_checkout_fills_it_again(kept: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = bytecode._versions()
+    monkeypatch.setattr(bytecode.sys, "prefix", "/elsewhere/.venv")
+    assert bytecode._versions() != first  # its packages live elsewhere: the folder has none of their bytecode
