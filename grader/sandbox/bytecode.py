@@ -7,8 +7,10 @@ H200 worker's start, against 2.5 s with bytecode. So the first worker of a machi
 folder of bytecode (Python's `pycache_prefix`) by importing the worker's modules in a child of
 the orchestrator, and every worker reads it (`-X pycache_prefix=...`) and writes nothing there (`-B`).
 
-Only a worker under another uid than the orchestrator's reads it: a worker running as the
-folder's owner could write bytecode that the next student's worker would run.
+Only a worker under another uid than the orchestrator's, in its own mount namespace (where the
+folder is bound in), reads it: a worker running as the folder's owner could write bytecode that
+the next student's worker would run, and a worker without a namespace may not reach the folder
+(its imports would then compile everything, the packages' own bytecode unused).
 """
 
 from __future__ import annotations

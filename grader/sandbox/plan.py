@@ -49,15 +49,20 @@ def runtime_paths() -> list[Path]:
         GRADER_ROOT / "grader",
     }
     paths |= {Path(torch.__file__).resolve().parent.parent, Path(triton.__file__).resolve().parent.parent}
-    try:  # the worker's bytecode, kept outside the packages (grader/sandbox/bytecode.py)
-        kept = bytecode.folder()
-        kept.mkdir(parents=True, exist_ok=True)
-        paths.add(kept)
-    except OSError:
-        pass
     resolved = {p.resolve() for p in paths}
     # keep only outermost folders
     return sorted(p for p in resolved if not any(q != p and q in p.parents for q in resolved))
+
+
+def _bytecode_folder() -> list[Path]:
+    """The workers' kept bytecode (grader/sandbox/bytecode.py), bound into a namespace worker's view
+    wherever it lies; without a namespace a worker reads it only where file modes let it."""
+    try:
+        kept = bytecode.folder()
+        kept.mkdir(parents=True, exist_ok=True)
+        return [kept.resolve()]
+    except OSError:
+        return []
 
 
 def _project_root() -> Path | None:
@@ -98,7 +103,7 @@ def plan_isolation(
     plan = IsolationPlan("namespace" if want_namespace else "uid", uid=uid, gid=gid if gid is not None else uid)
     if want_namespace:
         plan.hide = [p.resolve() for p in config.hide if os.path.lexists(p)]
-        plan.keep = runtime_paths()
+        plan.keep = runtime_paths() + _bytecode_folder()
         covers = {p for p in PRIVATE_TMP if p.is_dir() and not p.is_symlink()}
         root = _project_root()
         if root is not None:

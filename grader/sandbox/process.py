@@ -117,7 +117,8 @@ class WorkerProcess:
         argv = [
             sys.executable,
             "-I",
-            *bytecode.worker_flags(self.plan.uid),
+            # the kept bytecode is bound into a namespace worker's view; elsewhere it may be out of reach
+            *(bytecode.worker_flags(self.plan.uid) if self.plan.level == "namespace" else []),
             "-c",
             BOOTSTRAP,
             str(GRADER_ROOT),
