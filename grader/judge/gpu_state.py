@@ -12,6 +12,7 @@ nothing is checked: the record then carries no GPU state.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,15 +95,10 @@ class Monitor:
             return None
 
 
-_MONITOR: Monitor | None = None
-
-
+@functools.cache
 def monitor() -> Monitor:
     """This process's Monitor: NVML is initialised and the device found once, not once per shape."""
-    global _MONITOR
-    if _MONITOR is None:
-        _MONITOR = Monitor()
-    return _MONITOR
+    return Monitor()
 
 
 def summary(samples: list[Sample | None], retimed: int, throttled: bool) -> GpuState | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import platform
 import struct
 
@@ -138,15 +139,10 @@ def _kernel_has_seccomp() -> bool:
     return libc.prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0
 
 
-_FILTER: Filter | None = None
-
-
+@functools.cache
 def worker_filter() -> Filter:
     """One Filter per process (built once; its buffer must outlive every fork that uses it)."""
-    global _FILTER
-    if _FILTER is None:
-        _FILTER = Filter()
-    return _FILTER
+    return Filter()
 
 
 def available() -> bool:
