@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -218,11 +219,8 @@ class ChunkWatch(Protocol):
         """Before the chunk of `rounds` starting at this measurement's round `index`: the calls to
         watch a chunk with and its rounds, or None."""
 
-    def begin(self) -> None:
-        """Start watching (before the chunk's launch cover)."""
-
-    def end(self) -> None:
-        """Stop watching, after the chunk's rounds were queued (it synchronises)."""
+    def watching(self, rounds: int) -> AbstractContextManager[None]:
+        """Around the watched chunk of `rounds`, its launch cover included (it synchronises at the end)."""
 
 
 class RoundHooks(Protocol):
@@ -255,11 +253,8 @@ def run_rounds(
         picked = watch.pick(offset + done, n) if watch is not None else None
         if picked is not None and watch is not None:
             watched_calls, m = picked
-            watch.begin()
-            try:
+            with watch.watching(m):
                 _chunk(watched_calls, m, offset + done, clock, flush, hooks, cover)
-            finally:
-                watch.end()
             extra += m
         chunk, host_s, held = _chunk(calls, n, offset + done, clock, flush, hooks, cover)
         cover.learn(n, host_s, held, chunk)

@@ -16,8 +16,8 @@ The orchestrator judges what was seen with the kernel rule's own wording
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -53,36 +53,19 @@ class ChunkProfiler:
     ) -> None:
         self.calls, self.at, self.rounds, self.device = calls, at, rounds, device
         self.watched: list[protocol.WatchedChunk] = []
-        self._record: dict[str, Any] = {}
-        self._context: AbstractContextManager[None] | None = None
-        self._first = 0
-        self._size = 0
 
     def pick(self, index: int, rounds: int) -> tuple[list[Callable[[], Any]], int] | None:
         if self.at is None or not index <= self.at < index + rounds:
             return None
         self.at = None
         per_round = max(timing.COVER.gpu_per_round_s, 1e-6)
-        self._size = max(1, min(rounds, int(WATCHED_S / per_round)))
-        return self.calls, self._size
+        return self.calls, max(1, min(rounds, int(WATCHED_S / per_round)))
 
-    def begin(self) -> None:
-        self._first = self.rounds.index if self.rounds is not None else 0
-        self._record = {}
-        self._context = profiled(self._record, self.device, within=RANGE)
-        self._context.__enter__()
-
-    def end(self) -> None:
-        assert self._context is not None
-        self._context.__exit__(None, None, None)
-        self._context = None
-        self.watched.append(
-            protocol.WatchedChunk(
-                first_round=self._first,
-                rounds=self._size,
-                aten_ops=self._record.get("aten_ops", []),
-                compiled_regions=self._record.get("compiled_regions", []),
-                triton_launches=self._record.get("triton_launches", 0),
-                graph_launches=self._record.get("graph_launches", 0),
-            )
-        )
+    @contextmanager
+    def watching(self, rounds: int) -> Iterator[None]:
+        first = self.rounds.index if self.rounds is not None else 0
+        record: dict[str, Any] = {}
+        with profiled(record, self.device, within=RANGE):
+            yield
+        seen = {k: v for k, v in record.items() if k != "gpu_kernels"}  # the harness's kernels are in there too
+        self.watched.append(protocol.WatchedChunk(**seen, first_round=first, rounds=rounds))

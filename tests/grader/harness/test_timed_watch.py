@@ -28,11 +28,10 @@ def _chunk(fn: Any, rounds: int = 4) -> protocol.WatchedChunk:
     picked = watch.pick(0, rounds)
     assert picked is not None
     chunk_calls, size = picked
-    watch.begin()
-    for _ in range(size):
-        x.mul_(1.0).exp_()  # the harness's refill: forbidden ops for GeLU, but not the submission's
-        chunk_calls[0]()
-    watch.end()
+    with watch.watching(size):
+        for _ in range(size):
+            x.mul_(1.0).exp_()  # the harness's refill: forbidden ops for GeLU, but not the submission's
+            chunk_calls[0]()
     assert len(watch.watched) == 1
     return watch.watched[0]
 
