@@ -95,9 +95,10 @@ def _open_up(where: Path) -> None:
             os.chmod(os.path.join(base, name), 0o644)
 
 
-def worker_flags(worker_uid: int | None) -> list[str]:
-    """The interpreter flags of a worker running as `worker_uid` (None: the orchestrator's own)."""
-    if worker_uid is None or worker_uid == os.geteuid():
+def worker_flags(worker_uid: int | None, namespace: bool) -> list[str]:
+    """The interpreter flags of a worker running as `worker_uid` (None: the orchestrator's own),
+    in a mount namespace of its own or not (see the module's docstring)."""
+    if not namespace or worker_uid is None or worker_uid == os.geteuid():
         return []
     where = ready()
     return ["-B", "-X", f"pycache_prefix={where}"] if where is not None else []

@@ -117,8 +117,7 @@ class WorkerProcess:
         argv = [
             sys.executable,
             "-I",
-            # the kept bytecode is bound into a namespace worker's view; elsewhere it may be out of reach
-            *(bytecode.worker_flags(self.plan.uid) if self.plan.level == "namespace" else []),
+            *bytecode.worker_flags(self.plan.uid, namespace=self.plan.level == "namespace"),
             "-c",
             BOOTSTRAP,
             str(GRADER_ROOT),
