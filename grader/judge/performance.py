@@ -214,8 +214,9 @@ def _checked_rounds(side: ReferenceSide, case: Case, seeds: ShapeSeeds, rounds: 
     return flags
 
 
-def launch_flags(launches: list[tuple[int, int]]) -> list[str]:
-    """Windows whose rounds launched fewer of the submission's Triton kernels than they were rounds.
+def launch_flags(launches: list[tuple[int, int]], label: str = "timed window {}") -> list[str]:
+    """Windows whose rounds launched fewer of the submission's Triton kernels than they were rounds
+    (`label` names one, given its number: the timed windows, or the wall-clock check's loop).
 
     The kernel rule holds for timed calls too: every call must launch a Triton kernel, as every
     correctness call must, so a submission cannot pass correctness with its kernel and then be
@@ -224,8 +225,8 @@ def launch_flags(launches: list[tuple[int, int]]) -> list[str]:
     for window, (launched, rounds) in enumerate(launches, 1):
         if launched < rounds:
             return [
-                f"timed window {window}: {launched} Triton kernel launch(es) for {rounds} timed rounds (every timed "
-                f"call must launch the submission's Triton kernel, as every correctness call must)"
+                f"{label.format(window)}: {launched} Triton kernel launch(es) for {rounds} timed rounds (every "
+                f"timed call must launch the submission's Triton kernel, as every correctness call must)"
             ]
     return []
 
@@ -309,11 +310,7 @@ def measure_shape(
     s_med = s_meas.median_ms / 1e3
     looped, reported, wall, launched = _wall_clock(worker_call, shape, s_med, label)
     flags += clock_flags(s_med, roofline_floor_s(kind, case, gpu), looped, reported, wall)
-    if launched < looped and not flags:
-        flags.append(
-            f"the wall-clock check's {looped} calls launched {launched} Triton kernel(s) (every timed call must "
-            f"launch the submission's Triton kernel, as every correctness call must)"
-        )
+    flags += [] if flags else launch_flags([(launched, looped)], label="the wall-clock check's loop")
     value, unit = achieved(kind, case, s_med)
     ratio = rounds.ratio
     low, high = stopping.interval(ratio, rounds.ratios)

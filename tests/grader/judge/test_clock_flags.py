@@ -42,3 +42,5 @@ def test_every_timed_round_launches_a_triton_kernel() -> None:
     flags = launch_flags([(40, 30), (3, 12)])
     assert len(flags) == 1 and "timed window 2: 3 Triton kernel launch(es) for 12 timed rounds" in flags[0]
     assert launch_flags([(0, 10)])
+    (loop,) = launch_flags([(0, 200)], label="the wall-clock check's loop")  # the same rule for its loop
+    assert loop.startswith("the wall-clock check's loop: 0 Triton kernel launch(es) for 200 timed rounds")
