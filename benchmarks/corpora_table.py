@@ -35,11 +35,8 @@ from tests.adversarial import test_corpus as adversarial  # noqa: E402  (its bui
 HONEST = ROOT / "tests" / "honest"
 
 
-DEVICE = "cuda"  # --device: the table's grading device
-
-
 def grade(
-    submission: Path, out: Path, problems: list[str], extra: list[str]
+    submission: Path, out: Path, problems: list[str], extra: list[str], device: str
 ) -> tuple[dict[str, Any] | None, float, str]:
     start = time.monotonic()
     cmd = [
@@ -53,7 +50,7 @@ def grade(
         "--problems",
         ",".join(problems),
         "--device",
-        DEVICE,
+        device,
         *extra,
     ]
     done = subprocess.run(
@@ -220,29 +217,31 @@ def _adversarial_judge(entry: dict[str, Any]) -> Callable[[dict[str, Any] | None
     return judge
 
 
-#: per "entry|problem": the problem's status and correctness fraction, as this run graded it
-VERDICTS: dict[str, dict[str, Any]] = {}
+def verdict(result: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """Problem `name`'s status and correctness fraction in `result` (None: not graded)."""
+    problem = next((p for p in (result or {}).get("problems", []) if p["name"] == name), None)
+    if problem is None:
+        return None
+    tests = problem.get("tests", [])
+    full = sum(t["max_score"] for t in tests) or 1.0
+    return {
+        "status": problem["status"],
+        "correctness": round(sum(t["score"] for t in tests) / full, 4),
+        "failed": [t["name"] for t in tests if t["status"] != "passed"][:20],
+    }
 
 
-def note_verdicts(name: str, result: dict[str, Any] | None) -> None:
-    for problem in (result or {}).get("problems", []):
-        tests = problem.get("tests", [])
-        full = sum(t["max_score"] for t in tests) or 1.0
-        VERDICTS[f"{name}|{problem['name']}"] = {
-            "status": problem["status"],
-            "correctness": round(sum(t["score"] for t in tests) / full, 4),
-            "failed": [t["name"] for t in tests if t["status"] != "passed"][:20],
-        }
-
-
-def compare_cpu(rows: list[Any], cpu: dict[str, dict[str, Any]], gpu_only: set[str]) -> list[str]:
-    """Per GPU row, the CPU grading's verdict of the same entry and problem, and whether they agree
-    (same status, same correctness fraction): the laptop refuses what the GPU refuses (issue 30)."""
+def compare_cpu(
+    verdicts: dict[str, dict[str, Any] | None], cpu: dict[str, dict[str, Any] | None], gpu_only: set[str]
+) -> list[str]:
+    """Per entry and problem graded here, the CPU grading's verdict beside this one's, and whether
+    they agree (same status, same correctness fraction): the laptop refuses what the GPU refuses
+    (issue 30). Keys are "entry|problem"."""
     lines = ["| entry | problem | GPU | CPU | same |", "| --- | --- | --- | --- | --- |"]
     agree = compared = 0
-    for name, problem in sorted({(r[6], r[1]) for r in rows if len(r) > 6}):
-        key = f"{name}|{problem}"
-        g, c = VERDICTS.get(key), cpu.get(key)
+    for key in sorted(verdicts):
+        name, problem = key.split("|", 1)
+        g, c = verdicts[key], cpu.get(key)
         if g is None or c is None:
             lines.append(f"| {name} | {problem} | {_short(g)} | {_short(c)} | not graded on both |")
             continue
@@ -261,17 +260,21 @@ def _short(v: dict[str, Any] | None) -> str:
     return "-" if v is None else f"{v['status']}, correctness {v['correctness']:.2f}"
 
 
-def run_jobs(jobs: list[Job], workers: int) -> tuple[list[Any], list[str]]:
-    """Every job graded, `workers` at once (the `alone` ones after, one at a time); rows print as they land."""
+def run_jobs(
+    jobs: list[Job], workers: int, device: str
+) -> tuple[list[Any], list[str], dict[str, dict[str, Any] | None]]:
+    """Every job graded on `device`, `workers` at once (the `alone` ones after, one at a time); rows
+    print as they land. Returns the rows, the jobs that did not run, and each "entry|problem"'s verdict."""
     rows: list[Any] = []
+    verdicts: dict[str, dict[str, Any] | None] = {}
     lock = threading.Lock()
     done: set[str] = set()
 
     def one(job: Job) -> None:
-        result, seconds, err = grade(job.submission, job.out, job.problems, job.extra)
+        result, seconds, err = grade(job.submission, job.out, job.problems, job.extra, device)
         with lock:
-            note_verdicts(job.name, result)
-            rows.extend((*r, job.name) for r in job.judge(result, seconds, err))
+            verdicts.update({f"{job.name}|{p}": verdict(result, p) for p in job.problems})
+            rows.extend(job.judge(result, seconds, err))
             done.add(job.name)
 
     together = [j for j in jobs if not j.alone]
@@ -280,7 +283,7 @@ def run_jobs(jobs: list[Job], workers: int) -> tuple[list[Any], list[str]]:
     for job in jobs:
         if job.alone:
             one(job)
-    return rows, [j.name for j in jobs if j.name not in done]
+    return rows, [j.name for j in jobs if j.name not in done], verdicts
 
 
 def jobs_at_once(text: str) -> int:
@@ -305,8 +308,6 @@ def main() -> int:
         "--cpu-verdicts", type=Path, help="a CPU run's verdicts.json: a table of GPU against CPU verdicts (issue 30)"
     )
     args = parser.parse_args()
-    global DEVICE
-    DEVICE = args.device
     only = {n for n in args.only.split(",") if n}
     base = args.out / "work"
     shutil.rmtree(base, ignore_errors=True)
@@ -317,7 +318,7 @@ def main() -> int:
     jobs += [] if args.skip_honest else honest_jobs(base, only, {n for n in args.untimed.split(",") if n})
     workers = jobs_at_once(args.jobs)
     started = time.monotonic()
-    rows, missing = run_jobs(jobs, workers)
+    rows, missing, verdicts = run_jobs(jobs, workers, args.device)
     wall = time.monotonic() - started
     lines = header + [
         f"| {r[0]} | {r[1]} | {r[2]} | {r[4] if len(r) > 4 else ''} | {'yes' if r[3] else '**NO**'} | "
@@ -330,10 +331,10 @@ def main() -> int:
     )
     lines += ["", summary, f"did not run: {', '.join(missing)}" if missing else "every entry ran"]
     print("\n".join(lines[-3:]), flush=True)
-    (args.out / "verdicts.json").write_text(json.dumps(VERDICTS, indent=1, sort_keys=True) + "\n")
+    (args.out / "verdicts.json").write_text(json.dumps(verdicts, indent=1, sort_keys=True) + "\n")
     if args.cpu_verdicts is not None and args.cpu_verdicts.is_file():
         gpu_only = {e["name"] for e in adversarial.CORPUS if e.get("gpu") and not e.get("honest")}
-        both = compare_cpu(rows, json.loads(args.cpu_verdicts.read_text()), gpu_only)
+        both = compare_cpu(verdicts, json.loads(args.cpu_verdicts.read_text()), gpu_only)
         print("\n".join(both), flush=True)
         lines += ["", "## CPU against GPU", "", *both]
     (args.out / "corpora.md").write_text("\n".join(lines) + "\n")
