@@ -44,8 +44,7 @@ def summarize(kernels: Iterable[tuple[str, float]], limit: int = MAX_KERNELS) ->
 def profile_call(calls: list[Callable[[], Any]]) -> protocol.Profiled:
     """Warm up as timing does, then one call of the first input set under the profiler."""
     p = PROFILER
-    timing.warm_up(calls)
-    torch.cuda.synchronize()
+    timing.warm_up(calls)  # ends synchronised
     activities = {p.cpu, p.cuda}
     p.prepare(p.config, activities)
     p.enable(p.config, activities)

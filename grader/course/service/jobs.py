@@ -27,12 +27,13 @@ from grader.records.model import Result
 from grader.spec.load import load_assignment
 from grader.spec.model import Assignment
 
-#: the grade options of each mode beyond the common ones: (public cases only, time the kernels)
+#: the grade options of each mode beyond the common ones: (public cases only, time the kernels,
+#: profile one warm call per benchmark shape)
 MODE_RUN = {
-    "test": (True, True),
-    "benchmark": (True, True),
-    "profile": (True, False),  # and one warm call per benchmark shape profiled (GradeOptions.profile)
-    "final": (False, True),
+    "test": (True, True, False),
+    "benchmark": (True, True, False),
+    "profile": (True, False, True),
+    "final": (False, True, False),
 }
 
 
@@ -66,7 +67,7 @@ def assignment_for(setup: GradingSetup, mode: str) -> Assignment:
 
 def context(setup: GradingSetup, mode: str, problems: list[str] | None, secret: str | None) -> Context:
     assignment = assignment_for(setup, mode)
-    public_only, timed = MODE_RUN[mode]
+    public_only, timed, profiled = MODE_RUN[mode]
     chosen = selected_problems(assignment, problems)
     options = GradeOptions(
         device=setup.device,
@@ -76,7 +77,7 @@ def context(setup: GradingSetup, mode: str, problems: list[str] | None, secret: 
         problems=problems,
         hide=list(setup.hide),
         time_performance=timed,
-        profile=mode == "profile",
+        profile=profiled,
         kernel_cache=setup.kernel_cache,
     )
     wall = STARTUP_ALLOWANCE_S + sum((setup.timeout or p.time_limit_s) + PER_PROBLEM_ALLOWANCE_S for p in chosen)
