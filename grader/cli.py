@@ -34,6 +34,7 @@ from grader.commands import (
     tokens,
     writeup,
 )
+from grader.sandbox import bytecode
 from grader.spec.model import SpecError
 
 console = Console(stderr=True)
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    bytecode.use_here()  # before a verb imports PyTorch (grader/sandbox/bytecode.py)
     try:
         return int(args.func(args))
     except SpecError as exc:

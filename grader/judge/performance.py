@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from grader import ROOT, protocol, timing
-from grader.judge import gpu_state, stopping
+from grader.judge import gpu_state, pytorch_anchor, stopping
 from grader.judge.checks import compare, kernel_check, output_contract, payload_issue
 from grader.judge.scoring import geomean, performance_fraction
 from grader.judge.windows import Rounds, WorkerCall, alternate
@@ -264,6 +264,12 @@ def _wall_clock(
     return rounds, loop.wall_s, wall, loop.triton_launches
 
 
+def _anchor_key(problem: Problem, case: Case) -> str:
+    """PyTorch's time is kept per physical GPU, PyTorch version and shape (grader.judge.pytorch_anchor)."""
+    uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    return pytorch_anchor.key(uuid, torch.__version__, problem.name, case.model_dump_json())
+
+
 def measure_shape(
     worker_call: WorkerCall,
     side: ReferenceSide,
@@ -286,18 +292,23 @@ def measure_shape(
     kind = side.kind
     label = (side.problem.name, case.name)
     checking = os.environ.get(UNVERIFIED_ENV) != "1"
+    anchor = _anchor_key(side.problem, case)
+    pytorch_ms = pytorch_anchor.lookup(anchor)
     with trace.span(*label, "reference and PyTorch: inputs, warm-up"):
         ref_calls, torch_calls, ref_sets = side.calls(case, seeds.inputs)
         quiet()
         timing.warm_up(ref_calls)
-        timing.warm_up(torch_calls)
+        if pytorch_ms is None:
+            timing.warm_up(torch_calls)
     shape: dict[str, Any] = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
     if checking:
         shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
     rule = rule or rule_for(side.problem)
     rounds = alternate(worker_call, ref_calls, shape, label, quiet, rule, gpu_state.monitor())
-    with trace.span(*label, "PyTorch"):
-        pytorch = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False)
+    if pytorch_ms is None:
+        with trace.span(*label, "PyTorch"):
+            pytorch_ms = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False).median_ms
+        pytorch_anchor.keep(anchor, pytorch_ms)
     del ref_calls, torch_calls, ref_sets
     if not rounds.student or any(not (s == s) or s <= 0 for s in rounds.student):
         return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
@@ -321,7 +332,7 @@ def measure_shape(
         student_spread_ms=round(s_meas.iqr_ms, 5),
         reference_ms=round(r_meas.median_ms, 5),
         reference_spread_ms=round(r_meas.iqr_ms, 5),
-        pytorch_ms=round(pytorch.median_ms, 5),
+        pytorch_ms=round(pytorch_ms, 5),
         ratio=round(ratio, 4),
         ratio_low=round(low, 4) if math.isfinite(high) else None,
         ratio_high=round(high, 4) if math.isfinite(high) else None,

@@ -7,6 +7,10 @@ H200 worker's start, against 2.5 s with bytecode. So the first worker of a machi
 folder of bytecode (Python's `pycache_prefix`) by importing the worker's modules in a child of
 the orchestrator, and every worker reads it (`-X pycache_prefix=...`) and writes nothing there (`-B`).
 
+The orchestrator reads the same folder when it is there (`use_here`): the lent H200's `grader
+grade` spent about 5 s of its own start compiling PyTorch. It may write into it (it is the
+folder's owner and imports only trusted code).
+
 Only a worker under another uid than the orchestrator's, in its own mount namespace (where the
 folder is bound in), reads it: a worker running as the folder's owner could write bytecode that
 the next student's worker would run, and a worker without a namespace may not reach the folder
@@ -20,6 +24,7 @@ import os
 import subprocess
 import sys
 import threading
+from importlib import metadata
 from pathlib import Path
 
 from grader import ROOT
@@ -39,14 +44,30 @@ def folder() -> Path:
     return Path.home() / ".cache" / "grader" / "bytecode" / tag
 
 
-def _versions() -> str:
-    """What the bytecode was compiled from: PyTorch's and Triton's versions, and which interpreter
-    and grader checkout (the folder mirrors their absolute paths: another venv is another fill)."""
-    import torch
-    import triton
+#: what the fill imports: the worker's modules, and the orchestrator's for a grading and a batch
+FILL_IMPORTS = ("grader.harness.serve", "grader.orchestrator.grade", "grader.records.report", "grader.batch.run")
 
-    where = hashlib.sha256(f"{sys.prefix}\n{ROOT}".encode()).hexdigest()[:12]
-    return f"torch{torch.__version__}-triton{triton.__version__}-{where}".replace("/", "_")
+
+def _versions() -> str | None:
+    """What the bytecode was compiled from: PyTorch's and Triton's versions, and which interpreter
+    and grader checkout (the folder mirrors their absolute paths: another venv is another fill).
+    Read from the installed metadata, so that asking costs no import of PyTorch; None without them."""
+    try:
+        torch, triton = metadata.version("torch"), metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return None
+    where = hashlib.sha256(f"{sys.prefix}\n{ROOT}\n{','.join(FILL_IMPORTS)}".encode()).hexdigest()[:12]
+    return f"torch{torch}-triton{triton}-{where}".replace("/", "_")
+
+
+def use_here() -> bool:
+    """Point this process's imports at the folder when it is filled for these versions (never fills it)."""
+    versions = _versions()
+    where = folder()
+    if versions is None or not (where / f"filled-{versions}").is_file():
+        return False
+    sys.pycache_prefix = str(where)
+    return True
 
 
 def ready() -> Path | None:
@@ -59,14 +80,15 @@ def ready() -> Path | None:
     with _LOCK:
         if where in _FILLED:
             return where if _FILLED[where] else None
-        marker = where / f"filled-{_versions()}"
-        ok = marker.is_file()
-        if not ok:
+        versions = _versions()
+        marker = where / f"filled-{versions}"
+        ok = versions is not None and marker.is_file()
+        if versions is not None and not ok:
             try:
                 where.mkdir(parents=True, exist_ok=True)
                 os.chmod(where, 0o755)
                 done = subprocess.run(
-                    [sys.executable, "-X", f"pycache_prefix={where}", "-c", "import grader.harness.serve"],
+                    [sys.executable, "-X", f"pycache_prefix={where}", "-c", f"import {', '.join(FILL_IMPORTS)}"],
                     cwd=ROOT,
                     # written even where the environment says not to (that is how packages end up without any)
                     env={

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from grader import ROOT
 from grader.sandbox import bytecode
 
 
@@ -32,6 +35,15 @@ def test_it_is_filled_once_with_the_workers_imports_and_opened_read_only(kept: P
         mode = stat.S_IMODE(os.stat(path).st_mode)
         assert not mode & (stat.S_IWGRP | stat.S_IWOTH) and mode & stat.S_IROTH, (path, oct(mode))
     assert [p.name for p in kept.glob("filled-*")], "the marker that spares the next grading the fill"
+    # the orchestrator's own start reads it too: PyTorch and the grading's modules come from the folder
+    probe = (
+        "import sys; from grader.sandbox import bytecode; assert bytecode.use_here(); "
+        "import torch, grader.orchestrator.grade as g; print(torch.__spec__.cached); print(g.__spec__.cached)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    for cached in out.stdout.split():
+        assert cached.startswith(str(kept)) and Path(cached).is_file(), cached
 
 
 def test_only_a_worker_under_another_uid_reads_it(kept: Path) -> None:
@@ -41,6 +53,12 @@ def test_only_a_worker_under_another_uid_reads_it(kept: Path) -> None:
     assert bytecode.worker_flags(os.geteuid() + 12345, namespace=False) == []
     flags = bytecode.worker_flags(os.geteuid() + 12345, namespace=True)
     assert flags == ["-B", "-X", f"pycache_prefix={kept}"]
+
+
+def test_the_orchestrator_uses_only_a_filled_folder(kept: Path) -> None:
+    before = sys.pycache_prefix
+    assert not bytecode.use_here()  # nothing filled: imports stay where they were
+    assert sys.pycache_prefix == before
 
 
 def test_a_folder_that_cannot_be_made_leaves_workers_as_they_were(
