@@ -47,7 +47,7 @@ def test_an_interval_that_straddles_full_at_is_not_settled() -> None:
 
 def test_inside_one_tier_is_settled() -> None:
     tiers = Thresholds(tiers=[Tier(ratio=0.5, fraction=0.5), Tier(ratio=1.0, fraction=1.0)])
-    assert rule(tiers).verdict(0.7, [0.69, 0.70, 0.71], student_s=0.3) == "settled"
+    assert rule(tiers).verdict(0.7, [0.695, 0.70, 0.705], student_s=0.3) == "settled"
     assert rule(tiers).verdict(0.5, [0.45, 0.50, 0.55], student_s=0.3) is None
 
 
@@ -157,3 +157,37 @@ def test_no_nvml_no_state_and_no_slowdown() -> None:
     assert gpu_state.summary([None, None], 0, False) is None
     assert not gpu_state.slowed(None, None)
     assert gpu_state.Monitor().sample() is None or gpu_state.Monitor().nvml is not None
+
+
+def test_a_noisy_shape_above_full_at_is_timed_until_its_ratio_is_known() -> None:
+    """The reference against itself on a power-capped shape (H200: 0.91-1.10 between gradings when
+    stopped at three): more alternations, up to the most, until the interval is inside the noise."""
+    wide = [0.97, 1.12, 1.05]  # all of it earns the full points, but the ratio is unknown to +-15%
+    assert rule(shapes=3).verdict(1.04, wide, student_s=0.3) is None
+    assert rule(shapes=3).verdict(1.04, wide * 2, student_s=0.3) == "most"
+    assert rule(shapes=3).verdict(1.04, wide, student_s=stopping.STUDENT_CAP_S) == "capped"
+    tight = [1.00, 1.01, 1.005]
+    assert rule(shapes=3).verdict(1.005, tight, student_s=0.3) == "settled"
+
+
+def test_nothing_earned_at_either_end_needs_no_more_precision() -> None:
+    assert rule().verdict(0.05, [0.04, 0.06, 0.05], student_s=0.3) == "settled"
+
+
+def test_the_reference_against_itself_stays_within_the_noise() -> None:
+    """Synthetic problems of three shapes, one of them as noisy as the H200's mlp-up (7% per
+    alternation): their geomean ratio stays within 0.98-1.02 in about 95% of gradings (a 95%
+    interval's share; the rule without the noise floor: 43 of these 300 outside)."""
+    spreads, outside = (0.005, 0.07, 0.01), 0
+    for seed in range(300):
+        logs = []
+        for i, spread in enumerate(spreads):
+            ratios = noisy(1.0, spread, MAX_ALTERNATIONS, seed * 7 + i)
+            for done in range(MIN_ALTERNATIONS, MAX_ALTERNATIONS + 1):
+                seen = ratios[:done]
+                ratio = math.exp(sum(map(math.log, seen)) / done)
+                if rule(shapes=3).verdict(ratio, seen, student_s=0.3):
+                    break
+            logs.append(math.log(ratio))
+        outside += not 0.98 <= math.exp(sum(logs) / 3) <= 1.02
+    assert outside <= 24, outside
