@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     create_engine,
     event,
     inspect,
@@ -35,6 +36,18 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 SCHEMA_VERSION = 1
 
 metadata = MetaData()
+
+
+class Clipped(TypeDecorator[str]):
+    """A VARCHAR(n) whose values are cut to n: PostgreSQL refuses a longer one where SQLite keeps it,
+    and a roster's overlong name should be neither a crash nor differ between the two."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: object) -> str | None:
+        return None if value is None else value[: self.impl_instance.length]
+
 
 meta = Table(
     "meta",
@@ -48,8 +61,8 @@ people = Table(
     "people",
     metadata,
     Column("id", String(100), primary_key=True),
-    Column("name", String(200), nullable=False, default=""),
-    Column("email", String(200), nullable=False, default=""),
+    Column("name", Clipped(200), nullable=False, default=""),
+    Column("email", Clipped(200), nullable=False, default=""),
     Column("role", String(16), nullable=False, default="student"),
     Column("token_hash", String(64), unique=True, nullable=True),
     Column("revoked_at", Float, nullable=True),

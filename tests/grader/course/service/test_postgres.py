@@ -43,6 +43,9 @@ test_a_new_database_gets_the_schema_and_opening_it_again_changes_nothing = (
 )
 test_a_database_from_a_newer_grader_is_refused = test_store.test_a_database_from_a_newer_grader_is_refused
 test_a_database_of_something_else_is_refused = test_store.test_a_database_of_something_else_is_refused
+test_an_overlong_name_from_a_roster_is_cut_to_its_column = (
+    test_store.test_an_overlong_name_from_a_roster_is_cut_to_its_column
+)
 test_a_submission_is_queued_graded_and_listed = test_api.test_a_submission_is_queued_graded_and_listed
 
 USER = "grader"  # the cluster's superuser; trust authentication on its socket, nothing else listens

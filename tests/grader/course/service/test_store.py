@@ -119,6 +119,13 @@ def test_a_job_a_killed_server_was_grading_is_graded_after_a_restart(tmp_path: P
     assert store.archive_of(restarted, job_id) == b"archive bytes"
 
 
+def test_an_overlong_name_from_a_roster_is_cut_to_its_column(database: str) -> None:
+    engine = _engine(database, people=())
+    token = tokens.issue(engine, tokens.Person("ann", "A" * 300, "a@x.edu"))
+    person = tokens.authenticate(engine, token)
+    assert person is not None and person.name == "A" * 200 and person.email == "a@x.edu"
+
+
 def test_an_orphan_is_ended_only_when_it_is_ours(tmp_path: Path) -> None:
     files = tmp_path / "files"
     ours = subprocess.Popen(
