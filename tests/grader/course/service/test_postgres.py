@@ -12,7 +12,6 @@ GRADER_TEST_POSTGRES=required (CI sets it, .ci/run) makes that a failure instead
 from __future__ import annotations
 
 import glob
-import importlib.util
 import itertools
 import os
 import pwd
@@ -101,7 +100,9 @@ def postgres() -> Iterator[Path]:
     initdb, pg_ctl = _server_binary("initdb"), _server_binary("pg_ctl")
     if initdb is None or pg_ctl is None:
         _unavailable("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
-    if importlib.util.find_spec("psycopg") is None:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
         _unavailable("psycopg is not installed (pip install -e '.[serve]')")
     owner = _as_owner()
     # not pytest's tmp_path: its base folder is private to the user running the tests, not the cluster's
