@@ -1,7 +1,8 @@
 """The service's tables, and the migrations that bring an older database up to them.
 
-SQLite is the default (a file beside the course's grades), PostgreSQL a URL away: both through
-SQLAlchemy Core, with times as Unix seconds (floats) so that neither needs time-zone support.
+SQLite is the default (a file beside the course's grades), PostgreSQL a URL away (psycopg 3, the
+serve extra's driver): both through SQLAlchemy Core, with times as Unix seconds (floats) so that
+neither needs time-zone support.
 The schema's version is a row of `meta`; `open_db` creates a new database at the latest version,
 runs the missing steps of MIGRATIONS on an older one, and refuses one a newer grader made.
 """
@@ -23,16 +24,30 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     create_engine,
     event,
     inspect,
     select,
 )
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
 
 SCHEMA_VERSION = 1
 
 metadata = MetaData()
+
+
+class Clipped(TypeDecorator[str]):
+    """A VARCHAR(n) whose values are cut to n: PostgreSQL refuses a longer one where SQLite keeps it,
+    and a roster's overlong name should be neither a crash nor differ between the two."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: object) -> str | None:
+        return None if value is None else value[: self.impl_instance.length]
+
 
 meta = Table(
     "meta",
@@ -46,8 +61,8 @@ people = Table(
     "people",
     metadata,
     Column("id", String(100), primary_key=True),
-    Column("name", String(200), nullable=False, default=""),
-    Column("email", String(200), nullable=False, default=""),
+    Column("name", Clipped(200), nullable=False, default=""),
+    Column("email", Clipped(200), nullable=False, default=""),
     Column("role", String(16), nullable=False, default="student"),
     Column("token_hash", String(64), unique=True, nullable=True),
     Column("revoked_at", Float, nullable=True),
@@ -91,11 +106,29 @@ class SchemaError(RuntimeError):
     """The database is not one this grader can use (made by a newer one, or not the service's)."""
 
 
+#: what to install for a driver SQLAlchemy could not import (by the module's name)
+DRIVER_PACKAGES = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "pg8000": "pg8000"}
+
+
 def database_url(db: str) -> str:
-    """A path (the SQLite default) or a SQLAlchemy URL (postgresql://...)."""
+    """A path (the SQLite default) or a SQLAlchemy URL; a plain postgresql:// URL (as psql and a
+    course's TA write it) gets psycopg 3, the driver the serve extra installs."""
+    for plain in ("postgresql://", "postgres://"):
+        if db.startswith(plain):
+            return "postgresql+psycopg://" + db[len(plain) :]
     if "://" in db:
         return db
     return f"sqlite:///{Path(db).expanduser().resolve()}"
+
+
+def shown(db: str) -> str:
+    """`db` as errors and logs may print it: without its password."""
+    if "://" not in db:
+        return db
+    try:
+        return make_url(db).render_as_string(hide_password=True)
+    except ArgumentError:
+        return db.split("://", 1)[0] + "://..."
 
 
 def files_folder(db: str, given: str | None = None) -> Path:
@@ -126,18 +159,44 @@ def open_db(db: str) -> Engine:
         # tokens' hashes, archives and staff re-runs' secrets: the server's own (its journal files inherit the mode)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         path.chmod(0o600)
-    engine = create_engine(url, future=True)
+    engine = _engine(url, shown(db))
+    try:
+        with engine.begin() as conn:
+            version = current_version(conn)
+            if version > SCHEMA_VERSION:
+                raise SchemaError(
+                    f"{shown(db)}: schema version {version}, newer than this grader's {SCHEMA_VERSION}: "
+                    "update the grader"
+                )
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[step](conn)
+                set_meta(conn, "schema_version", str(step))
+    except OperationalError as exc:
+        engine.dispose()
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        raise RuntimeError(f"{shown(db)}: cannot open the database: {reason}") from None
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
+
+
+def _engine(url: str, name: str) -> Engine:
+    """The engine, or a RuntimeError naming the package of a driver that is not installed."""
+    try:
+        # pre_ping: a pooled connection that a restarted database server dropped is replaced, not raised
+        engine = create_engine(url, future=True, pool_pre_ping=True)
+    except ImportError as exc:
+        module = (exc.name or "").split(".")[0]
+        package = DRIVER_PACKAGES.get(module, module)
+        raise RuntimeError(
+            f"{name}: its driver {module!r} is not installed: pip install '{package}' "
+            "(for PostgreSQL, the serve extra has it: pip install -e '.[serve]')"
+        ) from None
+    except ArgumentError as exc:
+        raise RuntimeError(f"{name}: not a database URL SQLAlchemy knows: {exc}") from None
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_pragmas)
-    with engine.begin() as conn:
-        version = current_version(conn)
-        if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"{db}: schema version {version}, newer than this grader's {SCHEMA_VERSION}: update the grader"
-            )
-        for step in range(version + 1, SCHEMA_VERSION + 1):
-            MIGRATIONS[step](conn)
-            set_meta(conn, "schema_version", str(step))
     return engine
 
 

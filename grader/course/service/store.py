@@ -158,12 +158,15 @@ def claim_next(engine: Engine) -> Job | None:
             ).all()
         )
         person, first = min(waiting, key=lambda w: (last.get(w[0]) or 0.0, w[1]))
-        now = time.time()
-        conn.execute(
+        # only if still queued: another process on the same PostgreSQL database (read committed) may
+        # have claimed it since the selects above; then it is theirs and this claim takes none
+        claimed = conn.execute(
             jobs.update()
-            .where(jobs.c.id == first)
-            .values(state="running", started_at=now, attempts=jobs.c.attempts + 1, pid=None)
+            .where(jobs.c.id == first, jobs.c.state == "queued")
+            .values(state="running", started_at=time.time(), attempts=jobs.c.attempts + 1, pid=None)
         )
+        if claimed.rowcount != 1:
+            return None
         row = conn.execute(select(*_COLUMNS).where(jobs.c.id == first)).one()
     return _job(row)
 

@@ -1,4 +1,5 @@
-"""A service on a temporary SQLite file whose gradings are stand-ins: the HTTP rules tested in seconds."""
+"""A service on a temporary SQLite file (or the `database` fixture's) whose gradings are stand-ins:
+the HTTP rules tested in seconds."""
 
 from __future__ import annotations
 
@@ -91,9 +92,14 @@ def cookie(s: Service_, who: str) -> dict[str, str]:
 
 @contextmanager
 def service(
-    tmp_path: Path, service: Service | None = None, quota: int | None = None, device: str = "cpu", rate: int = 10_000
+    tmp_path: Path,
+    service: Service | None = None,
+    quota: int | None = None,
+    device: str = "cpu",
+    rate: int = 10_000,
+    database: str | None = None,  # a --db; None: a SQLite file in tmp_path
 ) -> Iterator[Service_]:
-    engine = db.open_db(str(tmp_path / "grades.sqlite"))
+    engine = db.open_db(database or str(tmp_path / "grades.sqlite"))
     issued = {}
     for who, role in (("alice", "student"), ("bob", "student"), ("ta", "staff")):
         issued[who] = tokens.issue(engine, tokens.Person(who, who.title(), f"{who}@example.edu", role))

@@ -31,8 +31,8 @@ STAFF_ENDPOINTS = [
 ]
 
 
-def test_a_submission_is_queued_graded_and_listed(tmp_path: Path) -> None:
-    with service(tmp_path) as s:
+def test_a_submission_is_queued_graded_and_listed(tmp_path: Path, database: str) -> None:
+    with service(tmp_path, database=database) as s:
         made = s.submit("alice")
         assert made.status_code == 202, made.text
         view = s.wait("alice", made.json()["id"])
