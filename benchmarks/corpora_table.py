@@ -6,7 +6,8 @@ on every problem it lists; the adversarial corpus's GPU entries and every honest
 batch` chooses, grader/batch/concurrency.py): their correctness together, their timing one at a
 time through the GPU's lease, exactly as a batch grades a class. Entries marked `alone` (an
 attack on the GPU's shared memory) are graded after the others, one at a time. Prints a markdown
-table as rows land, says which entries did not run, and writes it under --out.
+table as rows land, says which entries did not run and where the class's time went (each
+grading's phases, in --out/phases.json as they land), and writes it under --out.
 
     python benchmarks/corpora_table.py --out /tmp/corpora [--only NAME,NAME] [--jobs N|auto]
 """
@@ -260,15 +261,40 @@ def _short(v: dict[str, Any] | None) -> str:
     return "-" if v is None else f"{v['status']}, correctness {v['correctness']:.2f}"
 
 
+PHASES = ("worker_start_s", "correctness_s", "timing_s", "gpu_wait_s")
+
+
+def phase_sums(result: dict[str, Any] | None) -> dict[str, float]:
+    """One grading's phases (records.model.Phases) summed over its problems: where its time went."""
+    sums = dict.fromkeys(PHASES, 0.0)
+    for problem in (result or {}).get("problems", []):
+        for name in PHASES:
+            sums[name] += float((problem.get("phases") or {}).get(name) or 0.0)
+    return {name: round(value, 2) for name, value in sums.items()}
+
+
+def class_summary(spent: list[dict[str, Any]]) -> str:
+    """The class's time by phase, as `grader batch` prints it (the phases overlap between gradings)."""
+    total = {name: sum(row.get(name, 0.0) for row in spent) for name in PHASES}
+    return (
+        f"{len(spent)} gradings, the last ended at {max((r['ended_s'] for r in spent), default=0):.0f} s: "
+        f"worker start {total['worker_start_s']:.0f} s, correctness {total['correctness_s']:.0f} s, "
+        f"timing {total['timing_s']:.0f} s (alone on the GPU), waiting for the GPU {total['gpu_wait_s']:.0f} s"
+    )
+
+
 def run_jobs(
-    jobs: list[Job], workers: int, device: str
+    jobs: list[Job], workers: int, device: str, phases_out: Path | None = None
 ) -> tuple[list[Any], list[str], dict[str, dict[str, Any] | None]]:
     """Every job graded on `device`, `workers` at once (the `alone` ones after, one at a time); rows
-    print as they land. Returns the rows, the jobs that did not run, and each "entry|problem"'s verdict."""
+    print as they land. Returns the rows, the jobs that did not run, and each "entry|problem"'s verdict;
+    each grading's phases go to `phases_out` as it lands."""
+    spent: list[dict[str, Any]] = []
     rows: list[Any] = []
     verdicts: dict[str, dict[str, Any] | None] = {}
     lock = threading.Lock()
     done: set[str] = set()
+    started = time.monotonic()
 
     def one(job: Job) -> None:
         result, seconds, err = grade(job.submission, job.out, job.problems, job.extra, device)
@@ -276,6 +302,10 @@ def run_jobs(
             verdicts.update({f"{job.name}|{p}": verdict(result, p) for p in job.problems})
             rows.extend(job.judge(result, seconds, err))
             done.add(job.name)
+            if phases_out is not None:
+                ended = round(time.monotonic() - started, 2)
+                spent.append({"entry": job.name, "wall_s": round(seconds, 2), "ended_s": ended, **phase_sums(result)})
+                phases_out.write_text(json.dumps(spent, indent=1) + "\n")  # after every grading: a cut run keeps it
 
     together = [j for j in jobs if not j.alone]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -318,7 +348,8 @@ def main() -> int:
     jobs += [] if args.skip_honest else honest_jobs(base, only, {n for n in args.untimed.split(",") if n})
     workers = jobs_at_once(args.jobs)
     started = time.monotonic()
-    rows, missing, verdicts = run_jobs(jobs, workers, args.device)
+    phases = args.out / "phases.json"
+    rows, missing, verdicts = run_jobs(jobs, workers, args.device, phases)
     wall = time.monotonic() - started
     lines = header + [
         f"| {r[0]} | {r[1]} | {r[2]} | {r[4] if len(r) > 4 else ''} | {'yes' if r[3] else '**NO**'} | "
@@ -329,8 +360,9 @@ def main() -> int:
         f"{len(jobs)} gradings, {workers} at once: {wall:.0f} s of wall time; "
         f"{sum(1 for r in rows if r[3])} of {len(rows)} rows as expected"
     )
-    lines += ["", summary, f"did not run: {', '.join(missing)}" if missing else "every entry ran"]
-    print("\n".join(lines[-3:]), flush=True)
+    spent = class_summary(json.loads(phases.read_text())) if phases.is_file() else "no grading landed"
+    lines += ["", summary, f"did not run: {', '.join(missing)}" if missing else "every entry ran", spent]
+    print("\n".join(lines[-4:]), flush=True)
     (args.out / "verdicts.json").write_text(json.dumps(verdicts, indent=1, sort_keys=True) + "\n")
     if args.cpu_verdicts is not None and args.cpu_verdicts.is_file():
         gpu_only = {e["name"] for e in adversarial.CORPUS if e.get("gpu") and not e.get("honest")}
