@@ -49,6 +49,15 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class Imported(Message):
+    """A worker's first word: Python, PyTorch, Triton and the harness imported; no CUDA context and
+    nothing of the submission yet. It waits for a StartRequest, which the orchestrator sends once it
+    holds the GPU (grader/orchestrator/gpu_lease.py): the seconds of imports overlap other gradings'
+    timed windows instead of holding them up."""
+
+    status: Literal["imported"] = "imported"
+
+
 class Ready(Message):
     """The submission's module imported; requests may follow."""
 
@@ -219,11 +228,20 @@ class ExitRequest(Message):
     op: Literal["exit"] = "exit"
 
 
-Request = Annotated[CallRequest | TimeRequest | LoopRequest | ProfileRequest | ExitRequest, Field(discriminator="op")]
+class StartRequest(Message):
+    """Go on from Imported: the CUDA context, the kept kernels, the watch, the submission's import."""
+
+    op: Literal["start"] = "start"
+
+
+Request = Annotated[
+    CallRequest | TimeRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest, Field(discriminator="op")
+]
 _REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
 
 
-#: what a worker may say first, by status (each request lists its own replies)
+#: what a worker says first, by status, and after its StartRequest (each request lists its own replies)
+FIRST: dict[str, type[Message]] = {"imported": Imported}
 GREETING: dict[str, type[Message]] = {"ready": Ready, "import_error": ImportFailed}
 
 
@@ -253,7 +271,7 @@ def parse_reply(header: dict[str, Any], expected: dict[str, type[Message]]) -> M
 
 def parse_request(
     header: dict[str, Any],
-) -> CallRequest | TimeRequest | LoopRequest | ProfileRequest | ExitRequest:
+) -> CallRequest | TimeRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest:
     try:
         return _REQUEST.validate_python(header)  # type: ignore[no-any-return]
     except ValidationError as exc:

@@ -86,25 +86,36 @@ class ProblemRun:
 
     # -- worker lifecycle ------------------------------------------------------------------------
 
-    def _start_worker(self) -> None:
+    def _begin_worker(self) -> None:
+        """Spawn the worker and wait for its imports, holding nothing: until it is told to go on
+        (`_start_worker`), it has no CUDA context and has run nothing of the submission."""
+        if self.worker is not None:
+            return
         started = time.monotonic()
         try:
-            self._spawn_worker()
+            worker = WorkerProcess(
+                self.config,
+                self.submission,
+                self.problem.name,
+                self.problem.module,
+                self.problem.function,
+                kernel_seed=self.kernel_slot,
+            )
+            self.isolation = worker.isolation
+            self.worker = worker
+            worker.wait_imported(self.deadline)
         finally:
             self.phases.worker_start_s += time.monotonic() - started
 
-    def _spawn_worker(self) -> None:
-        worker = WorkerProcess(
-            self.config,
-            self.submission,
-            self.problem.name,
-            self.problem.module,
-            self.problem.function,
-            kernel_seed=self.kernel_slot,
-        )
-        self.isolation = worker.isolation
-        self.worker = worker
-        greeting = worker.wait_ready(self.deadline)
+    def _start_worker(self) -> None:
+        """The worker's start past its imports (the GPU held, on a GPU): the submission imported."""
+        self._begin_worker()
+        assert self.worker is not None
+        started = time.monotonic()
+        try:
+            greeting = self.worker.wait_ready(self.deadline)
+        finally:
+            self.phases.worker_start_s += time.monotonic() - started
         if isinstance(greeting, protocol.Ready):
             for step, seconds in list(greeting.start_s.items())[:8]:
                 trace.note(seconds, self.problem.name, f"worker start: {step[:60]}")
@@ -130,7 +141,12 @@ class ProblemRun:
     # -- one call ---------------------------------------------------------------------------------
 
     def _call(self, case: Case, repeat: int) -> tuple[bool, str]:
-        """(passed, message) for one call with fresh inputs, holding the GPU beside other gradings' calls."""
+        """(passed, message) for one call with fresh inputs, holding the GPU beside other gradings' calls.
+
+        A new worker's imports come first, outside the hold (no GPU work, nothing of the submission)."""
+        if self.worker is None:
+            with trace.span(self.problem.name, "worker start: imports, the GPU not held"):
+                self._begin_worker()
         with self._gpu():
             try:
                 return self._held_call(case, repeat)
@@ -151,7 +167,7 @@ class ProblemRun:
                 torch.cuda.empty_cache()
                 expected = self.kind.expected(inputs, case)
         max_blob = sum(t.numel() * 8 for t in expected.values()) + (1 << 20)
-        if self.worker is None:
+        if self.worker is None or not self.worker.ready:
             with trace.span(self.problem.name, "worker start"):
                 self._start_worker()
             if self.fatal:
@@ -349,7 +365,7 @@ class ProblemRun:
     ) -> tuple[protocol.Timed | protocol.Looped | protocol.Profiled, Any]:
         """One timing request; the reply and its sampled outputs (for `performance.verify_rounds`)."""
         try:
-            if self.worker is None:
+            if self.worker is None or not self.worker.ready:
                 self._start_worker()
                 if self.fatal or self.worker is None:
                     raise _TimingFailed(self.fatal or "the worker did not start")

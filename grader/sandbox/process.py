@@ -80,6 +80,8 @@ class WorkerProcess:
         self.lease: UidLease | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
+        self.imported = False  # its first word (protocol.Imported) read
+        self.ready = False  # told to go on, and its submission imported (protocol.Ready)
         self.scratch = Path(tempfile.mkdtemp(prefix="grader-worker-"))
         try:
             if os.geteuid() == 0 and config.private_uid:
@@ -202,10 +204,25 @@ class WorkerProcess:
             self.kill()
             raise WorkerDied(f"the worker broke the grader's protocol ({exc})") from None
 
-    def wait_ready(self, deadline: float) -> protocol.Message:
-        """The worker's greeting: `protocol.Ready`, or `protocol.ImportFailed`."""
+    def wait_imported(self, deadline: float) -> None:
+        """The worker's first word (`protocol.Imported`): its imports done, nothing of the submission run."""
+        if self.imported:
+            return
         self.resume()
+        self._receive(deadline, 0, protocol.FIRST)
+        self.imported = True
+
+    def wait_ready(self, deadline: float) -> protocol.Message:
+        """Lets the worker go on from its imports (under the GPU's hold, for a grading on a GPU); its
+        greeting: `protocol.Ready`, or `protocol.ImportFailed`."""
+        self.wait_imported(deadline)
+        self.resume()
+        try:
+            protocol.send(self.req, protocol.StartRequest())
+        except OSError:
+            raise WorkerDied(self.exit_reason()) from None
         greeting, _ = self._receive(deadline, 0, protocol.GREETING)
+        self.ready = isinstance(greeting, protocol.Ready)
         return greeting
 
     def call(
