@@ -147,18 +147,18 @@ class ProblemRun:
         if self.worker is None:
             with trace.span(self.problem.name, "worker start: imports, the GPU not held"):
                 self._begin_worker()
+        seed = case_seed(self.options.secret, self.problem.name, case, repeat)
+        with trace.span(self.problem.name, case.name, repeat, "inputs"):
+            inputs = self.kind.make_inputs(case, generator(seed))  # on the CPU: no hold needed
         with self._gpu():
             try:
-                return self._held_call(case, repeat)
+                return self._held_call(case, repeat, inputs)
             finally:
                 if self.lease is not None:
                     self.pause()  # a worker runs only while its grading holds the GPU
 
-    def _held_call(self, case: Case, repeat: int) -> tuple[bool, str]:
-        seed = case_seed(self.options.secret, self.problem.name, case, repeat)
+    def _held_call(self, case: Case, repeat: int, inputs: dict[str, Any]) -> tuple[bool, str]:
         label = (self.problem.name, case.name, repeat)
-        with trace.span(*label, "inputs"):
-            inputs = self.kind.make_inputs(case, generator(seed))
         with trace.span(*label, "expected"):
             try:
                 expected = self.kind.expected(_to(inputs, self.device), case)
