@@ -442,3 +442,36 @@ say(child=child.pid)
         assert all(run_state(p) != "T" for p in stopped)
     finally:
         worker.close()
+
+
+# -- the start in two steps -------------------------------------------------------------------------
+
+
+def test_a_worker_runs_nothing_of_the_submission_before_it_is_told_to_start(tmp_path: Path) -> None:
+    """Its imports need no hold of the GPU (grader/orchestrator/gpu_lease.py) only because nothing of
+    the submission runs in them: its module is imported after StartRequest, never before."""
+    folder = submission(tmp_path, "say(imported=True)\n")
+    worker = WorkerProcess(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    try:
+        worker.wait_imported(time.monotonic() + 60)
+        assert worker.imported and not worker.ready
+        time.sleep(0.5)  # time enough to run the submission's import, were the worker going on
+        early = worker.stdout.text()
+        greeting = worker.wait_ready(time.monotonic() + 60)
+        assert greeting.status == "ready" and worker.ready
+    finally:
+        worker.close()
+    assert "imported" not in early
+    assert said([json.loads(line) for line in worker.stdout.text().splitlines() if line.startswith("{")]) == {
+        "imported": True
+    }
+
+
+def test_a_worker_closed_before_it_started_exits_without_the_submission(tmp_path: Path) -> None:
+    folder = submission(tmp_path, "say(imported=True)\n")
+    worker = WorkerProcess(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    worker.wait_imported(time.monotonic() + 60)
+    started = time.monotonic()
+    worker.close()
+    assert time.monotonic() - started < 10  # it read the exit request; nothing had to be killed
+    assert "imported" not in worker.stdout.text()
