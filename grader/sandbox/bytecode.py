@@ -7,8 +7,8 @@ H200 worker's start, against 2.5 s with bytecode. So the first worker of a machi
 folder of bytecode (Python's `pycache_prefix`) by importing the worker's modules in a child of
 the orchestrator, and every worker reads it (`-X pycache_prefix=...`) and writes nothing there (`-B`).
 
-The orchestrator reads the same folder when it is there (`use_here`): the lent H200's `grader
-grade` spent about 5 s of its own start compiling PyTorch. It may write into it (it is the
+The orchestrator reads the same folder when it is there and PyTorch has no bytecode of its own
+(`use_here`): the lent H200's `grader grade` spent about 5 s of its own start compiling PyTorch. It may write into it (it is the
 folder's owner and imports only trusted code).
 
 Only a worker under another uid than the orchestrator's, in its own mount namespace (where the
@@ -20,6 +20,7 @@ the next student's worker would run, and a worker without a namespace may not re
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -60,11 +61,25 @@ def _versions() -> str | None:
     return f"torch{torch}-triton{triton}-{where}".replace("/", "_")
 
 
-def use_here() -> bool:
-    """Point this process's imports at the folder when it is filled for these versions (never fills it)."""
+def _torch_ships_bytecode() -> bool:
+    """Whether PyTorch's own `__pycache__` is there: then the packages' bytecode serves this process
+    better than the folder, which holds only what a grading imports (anything else would be
+    compiled from source at every start where writing bytecode is off: 1.8 s more for Ray and the
+    web stack on the CI machine)."""
+    spec = importlib.util.find_spec("torch")  # finds it without importing it
+    if spec is None or not spec.origin:
+        return True
+    return os.path.exists(importlib.util.cache_from_source(spec.origin))
+
+
+def use_here(only_where_needed: bool = True) -> bool:
+    """Point this process's imports at the folder when it is filled for these versions (never fills
+    it), and only where PyTorch has no bytecode of its own (the lent H200) and no prefix was chosen."""
     versions = _versions()
     where = folder()
-    if versions is None or not (where / f"filled-{versions}").is_file():
+    if versions is None or not (where / f"filled-{versions}").is_file() or sys.pycache_prefix is not None:
+        return False
+    if only_where_needed and _torch_ships_bytecode():
         return False
     sys.pycache_prefix = str(where)
     return True

@@ -37,7 +37,7 @@ def test_it_is_filled_once_with_the_workers_imports_and_opened_read_only(kept: P
     assert [p.name for p in kept.glob("filled-*")], "the marker that spares the next grading the fill"
     # the orchestrator's own start reads it too: PyTorch and the grading's modules come from the folder
     probe = (
-        "import sys; from grader.sandbox import bytecode; assert bytecode.use_here(); "
+        "import sys; from grader.sandbox import bytecode; assert bytecode.use_here(only_where_needed=False); "
         "import torch, grader.orchestrator.grade as g; print(torch.__spec__.cached); print(g.__spec__.cached)"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -57,7 +57,18 @@ def test_only_a_worker_under_another_uid_reads_it(kept: Path) -> None:
 
 def test_the_orchestrator_uses_only_a_filled_folder(kept: Path) -> None:
     before = sys.pycache_prefix
-    assert not bytecode.use_here()  # nothing filled: imports stay where they were
+    assert not bytecode.use_here(only_where_needed=False)  # nothing filled: imports stay where they were
+    assert sys.pycache_prefix == before
+
+
+def test_the_orchestrator_keeps_the_packages_own_bytecode_where_they_have_it(kept: Path) -> None:
+    """This machine's PyTorch ships its bytecode: the folder, which lacks Ray's, the web stack's and
+    the rest, would make every `grader` start compile them from source."""
+    kept.mkdir()
+    (kept / f"filled-{bytecode._versions()}").write_text("")
+    before = sys.pycache_prefix
+    assert bytecode._torch_ships_bytecode()
+    assert not bytecode.use_here()
     assert sys.pycache_prefix == before
 
 
