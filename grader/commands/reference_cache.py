@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grader.judge.reference_cache import ENV, build, location, size
+from grader.judge.reference_build import build
+from grader.judge.reference_cache import ENV, location, size
 from grader.spec.model import DEFAULT_SPEC
 
 

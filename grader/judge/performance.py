@@ -264,12 +264,6 @@ def _wall_clock(
     return rounds, loop.wall_s, wall, loop.triton_launches
 
 
-def _anchor_key(problem: Problem, case: Case) -> str:
-    """PyTorch's time is kept per physical GPU, PyTorch version and shape (grader.judge.pytorch_anchor)."""
-    uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
-    return pytorch_anchor.key(uuid, torch.__version__, problem.name, case.model_dump_json())
-
-
 def measure_shape(
     worker_call: WorkerCall,
     side: ReferenceSide,
@@ -292,7 +286,7 @@ def measure_shape(
     kind = side.kind
     label = (side.problem.name, case.name)
     checking = os.environ.get(UNVERIFIED_ENV) != "1"
-    anchor = _anchor_key(side.problem, case)
+    anchor = pytorch_anchor.key_for(side.problem.name, case.model_dump_json())
     pytorch_ms = pytorch_anchor.lookup(anchor)
     with trace.span(*label, "reference and PyTorch: inputs, warm-up"):
         ref_calls, torch_calls, ref_sets = side.calls(case, seeds.inputs)

@@ -30,6 +30,14 @@ def key(gpu_uuid: str, torch_version: str, problem: str, case_json: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def key_for(problem: str, case_json: str) -> str:
+    """The key of one shape on the current CUDA device, under this process's PyTorch."""
+    import torch
+
+    uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    return key(uuid, torch.__version__, problem, case_json)
+
+
 def _folders() -> tuple[Path | None, list[Path]]:
     """Where this process writes anchors (the reference cache it compiles into), and where it reads them."""
     own = os.environ.get("TRITON_CACHE_DIR")

@@ -17,21 +17,12 @@ from grader.orchestrator import gpu_lease, profiles, trace
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
-from grader.records.model import (
-    Performance,
-    Phases,
-    ProblemResult,
-    TestResult,
-)
+from grader.records.model import Performance, Phases, ProblemResult, TestResult
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.process import WorkerDied, WorkerProcess, WorkerTimeout
 from grader.spec.model import Case, Problem
 
 MAX_RESTARTS = 2
-
-
-def _to(inputs: dict[str, Any], device: str) -> dict[str, Any]:
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
 class _TimingFailed(Exception):
@@ -93,13 +84,9 @@ class ProblemRun:
             return
         started = time.monotonic()
         try:
+            p = self.problem
             worker = WorkerProcess(
-                self.config,
-                self.submission,
-                self.problem.name,
-                self.problem.module,
-                self.problem.function,
-                kernel_seed=self.kernel_slot,
+                self.config, self.submission, p.name, p.module, p.function, kernel_seed=self.kernel_slot
             )
             self.isolation = worker.isolation
             self.worker = worker
@@ -141,9 +128,8 @@ class ProblemRun:
     # -- one call ---------------------------------------------------------------------------------
 
     def _call(self, case: Case, repeat: int) -> tuple[bool, str]:
-        """(passed, message) for one call with fresh inputs, holding the GPU beside other gradings' calls.
-
-        A new worker's imports come first, outside the hold (no GPU work, nothing of the submission)."""
+        """(passed, message) for one call with fresh inputs, holding the GPU beside other gradings' calls
+        (a new worker's imports come before the hold: no GPU work, nothing of the submission)."""
         if self.worker is None:
             with trace.span(self.problem.name, "worker start: imports, the GPU not held"):
                 self._begin_worker()
@@ -161,7 +147,8 @@ class ProblemRun:
         label = (self.problem.name, case.name, repeat)
         with trace.span(*label, "expected"):
             try:
-                expected = self.kind.expected(_to(inputs, self.device), case)
+                on_device = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+                expected = self.kind.expected(on_device, case)
             except torch.OutOfMemoryError:
                 # a worker may be holding the GPU's memory: the float64 definition also runs on the CPU
                 torch.cuda.empty_cache()
@@ -391,11 +378,8 @@ class ProblemRun:
     ) -> ProblemResult:
         scoring.assign_case_points(self.problem, cases, tests, cheat=self.cheat)
         if self.cheat:
-            tests.append(
-                TestResult(
-                    name=f"{self.problem.name}: kernel check", status="failed", score=0, max_score=0, message=self.cheat
-                )
-            )
+            name = f"{self.problem.name}: kernel check"
+            tests.append(TestResult(name=name, status="failed", score=0, max_score=0, message=self.cheat))
         result = ProblemResult(
             name=self.problem.name,
             title=self.problem.title,

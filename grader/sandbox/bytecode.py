@@ -8,8 +8,8 @@ folder of bytecode (Python's `pycache_prefix`) by importing the worker's modules
 the orchestrator, and every worker reads it (`-X pycache_prefix=...`) and writes nothing there (`-B`).
 
 The orchestrator reads the same folder when it is there and PyTorch has no bytecode of its own
-(`use_here`): the lent H200's `grader grade` spent about 5 s of its own start compiling PyTorch. It may write into it (it is the
-folder's owner and imports only trusted code).
+(`use_here`): the lent H200's `grader grade` spent about 5 s of its own start compiling PyTorch.
+It may write into it (it is the folder's owner and imports only trusted code).
 
 Only a worker under another uid than the orchestrator's, in its own mount namespace (where the
 folder is bound in), reads it: a worker running as the folder's owner could write bytecode that

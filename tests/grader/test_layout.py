@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 GRADER = ROOT / "grader"
 
 #: what a worker may load besides grader.harness.* and grader.problems.*: the kernel it shares
-SHARED_KERNEL = {"grader", "grader.protocol", "grader.timing", "grader.kernel_cache", "grader.loading"}
-SHARED_PACKAGES = ("grader.spec",)
+SHARED_KERNEL = {"grader", "grader.timing", "grader.kernel_cache", "grader.loading"}
+SHARED_PACKAGES = ("grader.spec", "grader.protocol")
 #: the only trusted module that may import the harness: pytest handout runs the same calls
 HARNESS_USERS = {"grader.handout.support"}
 #: where argparse may be imported: the verbs, the CLI that lists them, the worker's own argv
