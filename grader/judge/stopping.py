@@ -86,12 +86,13 @@ class Rule:
         at_low, at_high = points(self.thresholds, self.max_points, low), points(self.thresholds, self.max_points, high)
         if at_high == 0.0:
             return "settled"  # nothing earned at either end: more rounds cannot matter
-        if log_half_width(ratios) > NOISE * math.sqrt(self.shapes):
+        spread = log_half_width(ratios)
+        if spread > NOISE * math.sqrt(self.shapes):
             return "most" if done >= MAX_ALTERNATIONS else "capped" if student_s >= STUDENT_CAP_S else None
         if at_low == at_high:
             return "settled"
         # this shape's share of the geomean's interval, read as points around its own ratio
-        half = log_half_width(ratios) / self.shapes
+        half = spread / self.shapes
         width = points(self.thresholds, self.max_points, ratio * math.exp(half)) - points(
             self.thresholds, self.max_points, ratio * math.exp(-half)
         )

@@ -213,6 +213,7 @@ class StartRequest(Message):
     """Go on from Imported: the CUDA context, the kept kernels, the watch, the submission's import."""
 
     op: Literal["start"] = "start"
+    replies: ClassVar[dict[str, type[Message]]] = {"ready": Ready, "import_error": ImportFailed}
 
 
 Request = Annotated[
@@ -223,7 +224,7 @@ _REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
 
 #: what a worker says first, by status, and after its StartRequest (each request lists its own replies)
 FIRST: dict[str, type[Message]] = {"imported": Imported}
-GREETING: dict[str, type[Message]] = {"ready": Ready, "import_error": ImportFailed}
+GREETING = StartRequest.replies
 
 
 def _explain(exc: ValidationError) -> str:

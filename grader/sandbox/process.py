@@ -216,18 +216,17 @@ class WorkerProcess:
         """Lets the worker go on from its imports (under the GPU's hold, for a grading on a GPU); its
         greeting: `protocol.Ready`, or `protocol.ImportFailed`."""
         self.wait_imported(deadline)
-        self.resume()
-        try:
-            protocol.send(self.req, protocol.StartRequest())
-        except OSError:
-            raise WorkerDied(self.exit_reason()) from None
-        greeting, _ = self._receive(deadline, 0, protocol.GREETING)
+        greeting, _ = self.call(protocol.StartRequest(), b"", deadline, 0)
         self.ready = isinstance(greeting, protocol.Ready)
         return greeting
 
     def call(
         self,
-        request: protocol.CallRequest | protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest,
+        request: protocol.CallRequest
+        | protocol.TimeRequest
+        | protocol.LoopRequest
+        | protocol.ProfileRequest
+        | protocol.StartRequest,
         blob: bytes,
         deadline: float,
         max_blob: int,
