@@ -58,6 +58,8 @@ def grade(
         cmd, cwd=ROOT, capture_output=True, text=True, errors="replace", env={**os.environ, "PYTHONPATH": str(ROOT)}
     )
     result = out / "result.json"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "stderr.log").write_text(done.stderr)  # GRADER_TRACE's phases, when set: where the time went
     return (json.loads(result.read_text()) if result.is_file() else None), time.monotonic() - start, done.stderr[-500:]
 
 
