@@ -241,14 +241,18 @@ def run_rounds(
     offset: int = 0,
     hooks: RoundHooks | None = None,
     watch: ChunkWatch | None = None,
+    deadline: float | None = None,
 ) -> tuple[list[float], int]:
-    """`rounds` timed calls, each after an L2 flush, queued in chunks behind a LaunchCover.
+    """`rounds` timed calls, each after an L2 flush, queued in chunks behind a LaunchCover; no
+    chunk starts past `deadline` (a `time.perf_counter()` value) once one has run.
 
     Returns the samples and the rounds run, watched chunks' rounds included (the hooks saw them all)."""
     cover = COVER
     samples: list[float] = []
     done = extra = 0
     while done < rounds:
+        if done and deadline is not None and time.perf_counter() > deadline:
+            break
         n = min(cover.chunk, rounds - done)
         picked = watch.pick(offset + done, n) if watch is not None else None
         if picked is not None and watch is not None:
@@ -299,18 +303,34 @@ def measure(
     hooks: RoundHooks | None = None,
     expect_s: float | None = None,
     watch: ChunkWatch | None = None,
+    max_wall_s: float | None = None,
 ) -> Measurement:
     """Warm up, run a pilot, then as many rounds as the pilot says the target RSE needs.
 
     `expect_s` is what one call is expected to take (an earlier measurement's median; the warm-up's
-    own estimate when warming up): a slow kernel's pilot and minimum shrink to fit `budget_s`."""
+    own estimate when warming up): a slow kernel's pilot and minimum shrink to fit `budget_s`.
+    `max_wall_s` bounds the host's time after the warm-up: the budget counts timed work only, and
+    a call whose host side dwarfs its GPU time (a sync per call, Python between launches) once
+    held the GPU eight times longer than its budget (docs/gpu-scheduling.md)."""
     clock, flush = CudaClock(), L2Flusher()
     if warm:
         expect_s = warm_up(calls)
+    deadline = None if max_wall_s is None else time.perf_counter() + max_wall_s
     pilot = pilot_rounds(expect_s, budget_s)
-    samples, run = run_rounds(calls, pilot, clock, flush, hooks=hooks, watch=watch)
+    samples, run = run_rounds(calls, pilot, clock, flush, hooks=hooks, watch=watch, deadline=deadline)
     rounds = plan_rounds(samples, budget_s, min_s=min_s, min_rounds=pilot)
-    more, run_more = run_rounds(calls, max(rounds - pilot, 0), clock, flush, offset=pilot, hooks=hooks, watch=watch)
+    if deadline is not None and time.perf_counter() > deadline:
+        rounds = len(samples)
+    more, run_more = run_rounds(
+        calls,
+        max(rounds - len(samples), 0),
+        clock,
+        flush,
+        offset=len(samples),
+        hooks=hooks,
+        watch=watch,
+        deadline=deadline,
+    )
     return Measurement(samples + more, run + run_more)
 
 

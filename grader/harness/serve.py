@@ -46,6 +46,7 @@ from grader.harness import (
     imports,
     kernel_profile,
     l2_persisting,
+    ncu_summary,
     student_runtime,
     timed_rounds,
     timed_watch,
@@ -140,9 +141,11 @@ class Timer:
     a sample of rounds has a sample of its outputs sent back to be checked (`timed_rounds`).
     """
 
-    def __init__(self, problem_name: str, fn: Callable[..., Any]) -> None:
+    def __init__(self, problem_name: str, fn: Callable[..., Any], module: str = "", function: str = "") -> None:
         self.kind = REGISTRY[problem_name]
         self.fn = fn
+        # what a child process under Nsight Compute imports again (`ncu_summary`)
+        self.problem, self.module, self.function = problem_name, module, function
         self.key: tuple[Any, ...] | None = None
         self.sets: list[dict[str, Any]] = []
         self.calls: list[Callable[[], Any]] = []
@@ -198,6 +201,7 @@ class Timer:
                         hooks=self.rounds,
                         expect_s=self.round_s,
                         watch=watch,
+                        max_wall_s=request.max_wall_s,
                     )
                     if measured.samples_s:
                         self.round_s = measured.median_ms / 1e3
@@ -213,6 +217,11 @@ class Timer:
                     )
                 elif isinstance(request, protocol.ProfileRequest):
                     reply = kernel_profile.profile_call(self.calls)
+                    if request.ncu:
+                        counters, note = ncu_summary.summarize(
+                            request.ncu, submission, self.problem, self.module, self.function, request
+                        )
+                        reply = reply.model_copy(update={"counters": counters, "counters_note": note})
                 else:
                     wall = timing.loop_wall_time(self.calls[0], request.rounds)
                     reply = protocol.Looped(wall_s=wall, triton_launches=LaunchCounter.total() - launches)
@@ -311,7 +320,7 @@ def serve(args: argparse.Namespace) -> int:
         if isinstance(request, protocol.CallRequest):
             reply, out = handle_call(args.problem, fn, request, blob, args.device, Path(args.submission))
         else:
-            timer = timer or Timer(args.problem, fn)
+            timer = timer or Timer(args.problem, fn, args.module, args.function)
             reply, out = timer.handle(request, Path(args.submission))
         protocol.send(rep_fd, reply, out)
         if isinstance(reply, protocol.Failed) and reply.fatal:

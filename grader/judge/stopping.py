@@ -11,7 +11,8 @@ could not change the grade:
   nothing after three alternations as surely as after sixty rounds;
 - "precise": the interval's width, in points, is below the spec's precision (a tenth of a point
   by default);
-- "capped": the student's side has had STUDENT_CAP_S of timed work (a slow kernel);
+- "capped": the student's side has had STUDENT_CAP_S of timed work, or its windows held the GPU
+  that long (a slow kernel, or a call whose host side dwarfs its GPU time);
 - "most": MAX_ALTERNATIONS, today's fixed count, whatever the interval says.
 
 Never before MIN_ALTERNATIONS, and never (but at the most or the cap) while the shape's interval

@@ -8,6 +8,7 @@ whether another would change the grade; NVML's samples at the edges of an altern
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,9 @@ from grader.problems.base import round_seed
 # 0.91-0.93 of itself; the grader's own noise target is 0.97-1.03.
 BUDGET_S = 0.25  # per side and alternation
 MIN_S = 0.05  # at least this much timed work per side and alternation
+#: the host's seconds a student window may take past its warm-up: the budget counts timed work,
+#: and a call that syncs each round held the GPU 2 s per window for 0.25 s of it (session 12)
+WINDOW_WALL_S = 4 * BUDGET_S
 
 _WATCH_SALT = 0x57A7C4ED  # the watched chunk's draw, apart from the sampled rounds' (problems.base.chosen)
 
@@ -50,6 +54,8 @@ class Rounds:
     samples: list[gpu_state.Sample | None] = field(default_factory=list)
     retimed: int = 0
     throttled: bool = False
+    #: the student windows' wall time as the orchestrator saw it, the first window's excepted
+    student_wall_s: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -74,7 +80,7 @@ def _window_pair(
     last_rounds: int,
     label: tuple[str, ...],
     quiet: Callable[[], None],
-) -> tuple[list[float], list[float], protocol.Timed, Any]:
+) -> tuple[list[float], list[float], protocol.Timed, Any, float]:
     # the first timed call is also profiled, and a chunk of each later window: the kernel check
     # applies to what is timed too
     first = window == 0
@@ -85,15 +91,18 @@ def _window_pair(
         warm=first,
         profile=first,
         watch_round=watch_round(shape, window, last_rounds),
+        max_wall_s=WINDOW_WALL_S,
     )
     with trace.span(*label, "student"):
+        asked = time.monotonic()
         reply, payload = worker_call(request)
+        wall = time.monotonic() - asked
     assert isinstance(reply, protocol.Timed)  # what a time request gets back (an error raises)
     samples = list(reply.samples_s)
     with trace.span(*label, "reference"):
         quiet()  # the worker is stopped while the reference is timed
         reference = timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
-    return samples, reference, reply, payload
+    return samples, reference, reply, payload, wall
 
 
 def alternate(
@@ -112,9 +121,11 @@ def alternate(
         step = (*label, f"alternation {len(rounds.ratios) + 1}")
         before = monitor.sample()
         last = rounds.checks[-1][1] if rounds.checks else 0
-        student, reference, reply, payload = _window_pair(
+        student, reference, reply, payload, wall = _window_pair(
             worker_call, ref_calls, shape, len(rounds.checks), last, step, quiet
         )
+        if rounds.checks:  # the first window's warm-up and compiles are not the kernel's time
+            rounds.student_wall_s += wall
         after = monitor.sample()
         count = reply.rounds_run if reply.rounds_run is not None else len(student)
         rounds.checks.append((rounds.seen, count, list(reply.verified), payload))
@@ -138,7 +149,8 @@ def alternate(
         rounds.student += student
         rounds.reference += reference
         rounds.ratios.append(timing.Measurement(reference).median_ms / timing.Measurement(student).median_ms)
-        verdict = rule.verdict(rounds.ratio, rounds.ratios, sum(rounds.student))
+        # the cap counts the GPU's time held for the student, not only what the events timed
+        verdict = rule.verdict(rounds.ratio, rounds.ratios, max(sum(rounds.student), rounds.student_wall_s))
         if verdict:
             rounds.stopped = verdict
             return rounds

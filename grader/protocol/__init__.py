@@ -171,6 +171,8 @@ class TimeRequest(ShapeRequest):
     #: this window's round (counted from its first) before which a chunk is run again under the
     #: profiler, drawn from the secret; None: no chunk is watched
     watch_round: int | None = None
+    #: seconds of the host's time the window may take past its warm-up (`timing.measure`)
+    max_wall_s: float | None = None
 
 
 class LoopRequest(ShapeRequest):
@@ -189,6 +191,25 @@ class KernelTime(Message):
     time_s: float
 
 
+#: kernels whose hardware counters a profile sends back (the longest)
+MAX_COUNTED_KERNELS = 12
+
+
+class KernelCounters(Message):
+    """One kernel's Nsight Compute counters over one profiled call (`grader.harness.ncu_summary`):
+    every launch of that name, times and bytes summed, percentages weighted by time."""
+
+    name: str = Field(max_length=200)
+    launches: int
+    time_s: float
+    #: of the GPU's peak: SM throughput and memory throughput (ncu's "Speed Of Light")
+    sm_pct: float | None = None
+    memory_pct: float | None = None
+    dram_gb_s: float | None = None
+    occupancy_pct: float | None = None
+    registers: int | None = None
+
+
 class Profiled(Message):
     """One warm call of a benchmark shape under the profiler: where its GPU time went."""
 
@@ -196,6 +217,10 @@ class Profiled(Message):
     kernels: list[KernelTime]
     #: the call's time on the host clock, synchronised (launches and gaps included)
     wall_s: float
+    #: Nsight Compute's counters for the same call, when asked for and available
+    counters: list[KernelCounters] = Field(default_factory=list, max_length=MAX_COUNTED_KERNELS)
+    #: why there are no counters, when they were asked for
+    counters_note: str = Field(default="", max_length=500)
 
 
 class ProfileRequest(ShapeRequest):
@@ -203,6 +228,8 @@ class ProfileRequest(ShapeRequest):
 
     op: Literal["profile"] = "profile"
     replies: ClassVar[dict[str, type[Message]]] = {"ok": Profiled, "error": Failed}
+    #: the Nsight Compute program to run the call under as well, if any (`grader.harness.ncu_summary`)
+    ncu: str | None = None
 
 
 class ExitRequest(Message):

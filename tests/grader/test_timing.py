@@ -80,6 +80,25 @@ def test_cpu_time_before_a_launch_is_not_timed() -> None:
 
 
 @pytest.mark.gpu
+def test_a_host_bound_call_keeps_to_the_window_s_wall_time() -> None:
+    """2 ms of CPU before a tiny kernel is timed at the kernel's microseconds, so the budget alone
+    plans MAX_ROUNDS of them (2 s of the GPU's hold): `max_wall_s` stops the window near its bound."""
+    x = torch.zeros(1024, device="cuda")
+
+    def host_bound() -> None:
+        start = time.perf_counter()
+        while time.perf_counter() - start < 2e-3:
+            pass
+        x.add_(1.0)
+
+    start = time.perf_counter()
+    m = timing.measure([host_bound], budget_s=0.25, max_wall_s=0.2)
+    took = time.perf_counter() - start
+    assert took < 0.6, took  # the warm-up (50 ms) and one chunk past the bound at most
+    assert timing.FEWEST_ROUNDS <= len(m.samples_s) < 300, len(m.samples_s)
+
+
+@pytest.mark.gpu
 def test_measure_reports_median_and_spread() -> None:
     x = torch.randn(1 << 24, device="cuda")
     m = timing.measure([lambda: x * 2, lambda: x * 3], budget_s=0.3)

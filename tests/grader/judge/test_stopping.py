@@ -101,13 +101,14 @@ def test_score_interval_spans_the_points_the_ratios_allow() -> None:
 class Script:
     """A fake pair of windows: the alternation's student and reference rounds from a list."""
 
-    def __init__(self, pairs: list[tuple[list[float], list[float]]]) -> None:
-        self.pairs, self.calls = list(pairs), 0
+    def __init__(self, pairs: list[tuple[list[float], list[float]]], wall_s: float | None = None) -> None:
+        self.pairs, self.calls, self.wall_s = list(pairs), 0, wall_s
 
     def __call__(self, worker_call, ref_calls, shape, window, last_rounds, label, quiet):  # type: ignore[no-untyped-def]
         student, reference = self.pairs[self.calls]
         self.calls += 1
-        return student, reference, protocol.Timed(samples_s=student, triton_launches=len(student)), {}
+        wall = sum(student) if self.wall_s is None else self.wall_s
+        return student, reference, protocol.Timed(samples_s=student, triton_launches=len(student)), {}, wall
 
 
 class FakeMonitor:
@@ -121,8 +122,10 @@ class FakeMonitor:
         return gpu_state.Sample(1980, 3201, 60, 500.0, 0x40 if throttled else 0x4)
 
 
-def run(pairs: list[tuple[list[float], list[float]]], slow: list[bool]) -> tuple[windows.Rounds, Script]:
-    script = Script(pairs)
+def run(
+    pairs: list[tuple[list[float], list[float]]], slow: list[bool], wall_s: float | None = None
+) -> tuple[windows.Rounds, Script]:
+    script = Script(pairs, wall_s)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(windows, "_window_pair", script)
         rounds = windows.alternate(None, [], {}, ("p", "s"), lambda: None, rule(), FakeMonitor(slow))  # type: ignore[arg-type]
@@ -134,6 +137,18 @@ def test_alternate_stops_a_hopeless_kernel_at_the_minimum() -> None:
     rounds, script = run(pairs, [])
     assert script.calls == MIN_ALTERNATIONS and rounds.stopped == "settled"
     assert rounds.seen == 10 * MIN_ALTERNATIONS and len(rounds.checks) == MIN_ALTERNATIONS
+
+
+def test_windows_that_hold_the_gpu_long_are_capped_whatever_their_timed_work() -> None:
+    """A call that syncs every round: 0.25 s timed per window but 2 s of the GPU's hold (the
+    cache-by-contents cheat on the H200). A noisy ratio would run to the most; the wall time held
+    caps it at the minimum, the first window (warm-up, compiles) not counted."""
+    noisy = [([0.001 * (1 + 0.2 * (i % 2))] * 250, [0.0003] * 250) for i in range(MAX_ALTERNATIONS)]
+    rounds, script = run(noisy, [], wall_s=2.0)
+    assert script.calls == MIN_ALTERNATIONS and rounds.stopped == "capped"
+    assert rounds.student_wall_s == pytest.approx(2.0 * (MIN_ALTERNATIONS - 1))
+    rounds, script = run(noisy, [], wall_s=0.3)  # the same ratios from windows that keep their budget
+    assert script.calls == MAX_ALTERNATIONS and rounds.stopped == "most"
 
 
 def test_a_throttled_alternation_is_timed_again_and_its_rounds_dropped() -> None:
