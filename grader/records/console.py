@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grader.records.model import Phases, Result
+from grader.records.model import Phases, Result, ShapeProfile
 from grader.records.text import printable
 
 STYLE = {"passed": "green", "partial": "yellow", "failed": "red", "error": "red", "skipped": "dim"}
@@ -157,3 +157,31 @@ def print_profiles(result: Result, console: Console) -> None:
                 share = f"{100 * k.time_ms / shape.kernels_ms:.0f}%" if shape.kernels_ms > 0 else "-"
                 table.add_row(escape(k.name), str(k.calls), f"{k.time_ms:.4g}", share)
             console.print(table)
+            print_counters(shape, console)
+
+
+def _shown(value: float | None, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
+def print_counters(shape: ShapeProfile, console: Console) -> None:
+    """Nsight Compute's counters of the profiled call, or why there are none."""
+    if not shape.counters:
+        if shape.counters_note:
+            console.print(escape(shape.counters_note))
+        return
+    table = Table(title="Nsight Compute, the same call: each kernel against the GPU's ceilings")
+    for col in ("kernel", "launches", "GPU ms", "SM %", "memory %", "DRAM GB/s", "occupancy %", "registers"):
+        table.add_column(col)
+    for k in shape.counters:
+        table.add_row(
+            escape(k.name),
+            str(k.launches),
+            f"{k.time_ms:.4g}",
+            _shown(k.sm_pct, ".0f"),
+            _shown(k.memory_pct, ".0f"),
+            _shown(k.dram_gb_s, ".0f"),
+            _shown(k.occupancy_pct, ".0f"),
+            _shown(k.registers, "d"),
+        )
+    console.print(table)

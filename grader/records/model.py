@@ -118,6 +118,20 @@ class KernelTime(Record):
     time_ms: float
 
 
+class KernelCounters(Record):
+    """One kernel's Nsight Compute counters over the profiled call (every launch of that name)."""
+
+    name: str = Field(max_length=200)
+    launches: int
+    time_ms: float
+    #: percentages of the GPU's peak (ncu's "Speed Of Light"), time-weighted over launches
+    sm_pct: float | None = None
+    memory_pct: float | None = None
+    dram_gb_s: float | None = None
+    occupancy_pct: float | None = None
+    registers: int | None = None
+
+
 class ShapeProfile(Record):
     """One warm call of a benchmark shape under the PyTorch profiler: the `profile` mode's report."""
 
@@ -129,6 +143,9 @@ class ShapeProfile(Record):
     kernels: list[KernelTime] = Field(default_factory=list, max_length=20)
     #: why there is no breakdown (the worker's error), if so
     error: str = ""
+    #: Nsight Compute's counters for the same call, where `ncu` ran; else why not
+    counters: list[KernelCounters] = Field(default_factory=list, max_length=20)
+    counters_note: str = ""
 
 
 class Phases(Record):

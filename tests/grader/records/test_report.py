@@ -164,3 +164,29 @@ def test_a_profile_lists_kernels_with_their_share_in_the_report_and_the_console(
     print_profiles(graded, Console(file=buffer, width=200))
     text = buffer.getvalue()
     assert "softmax_kernel" in text and "75%" in text and "1.2 ms on the" in text
+
+
+def test_nsight_computes_counters_show_beside_the_profile_or_why_not() -> None:
+    import io
+
+    from rich.console import Console
+
+    from grader.records.console import print_profiles
+    from grader.records.model import KernelCounters, ShapeProfile
+
+    graded = result()
+    counted = KernelCounters(
+        name="<softmax_kernel>", launches=2, time_ms=0.75, sm_pct=31.4, memory_pct=88.6, dram_gb_s=4012.0,
+        occupancy_pct=None, registers=40,
+    )  # fmt: skip
+    graded.problems[0].profile = [
+        ShapeProfile(name="rows", kernels_ms=0.75, counters=[counted]),
+        ShapeProfile(name="cols", counters_note="Nsight Compute: this machine's driver keeps the counters"),
+    ]
+    html = render_html(graded)
+    assert "kernel (Nsight Compute)" in html and "&lt;softmax_kernel&gt;" in html and "<td>89</td>" in html
+    assert "<td>4012</td>" in html and "<td>-</td>" in html and "keeps the counters" in html
+    buffer = io.StringIO()
+    print_profiles(graded, Console(file=buffer, width=220))
+    text = buffer.getvalue()
+    assert "Nsight Compute, the same call" in text and "4012" in text and "89" in text and "keeps the counters" in text
