@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import subprocess
 import sys
@@ -47,8 +46,8 @@ METRICS = {
 CHILD = (
     "import sys\n"
     "sys.path.insert(0, sys.argv.pop(1))\n"
-    "from grader.harness import ncu_summary\n"
-    "sys.exit(ncu_summary.child_main(sys.argv[1:]))\n"
+    "from grader.harness import ncu_child\n"
+    "sys.exit(ncu_child.main(sys.argv[1:]))\n"
 )
 
 
@@ -181,32 +180,3 @@ def summarize(
             return kernels, ""
         said = text + done.stdout[-20000:].decode(errors="replace") + done.stderr[-20000:].decode(errors="replace")
         return [], why_not(said, done.returncode)
-
-
-def child_main(argv: list[str]) -> int:
-    """Under ncu: import the submission as the worker does, warm the shape up, profile one call."""
-    import torch
-
-    from grader import timing
-    from grader.harness import imports, student_runtime
-    from grader.loading import load_function
-    from grader.problems import REGISTRY
-    from grader.problems.base import generator
-    from grader.spec import versions
-
-    submission, problem, module, function, raw = argv
-    request = protocol.ProfileRequest.model_validate(json.loads(raw))
-    kind = REGISTRY[problem]
-    student_runtime.prepare()
-    imports.install(Path(submission), versions.graded().allowed_imports)
-    fn = load_function(Path(submission), module, function)
-    case = kind.case_model.model_validate(request.case)
-    inputs = kind.make_inputs(case, generator(request.seed, "cuda"))
-    calls = [kind.timed(fn, inputs)]
-    timing.warm_up(calls)
-    cudart = torch.cuda.cudart()
-    cudart.cudaProfilerStart()
-    calls[0]()
-    torch.cuda.synchronize()
-    cudart.cudaProfilerStop()
-    return 0
