@@ -174,6 +174,7 @@ def test_a_real_grading_profiles_the_students_kernels_under_ncu(tmp_path: Path) 
         cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    print(done.stdout[-6000:])  # the tables a student reads (pytest -s shows them)
     shapes = json.loads((out / "result.json").read_text())["problems"][0]["profile"]
     assert shapes
     for shape in shapes:
