@@ -5,6 +5,9 @@
 #             left: what compiling and tuning the reference once per machine saves
 #   ray:      `grader batch --backend ray` (a Ray instance started for the batch, one GPU) on the
 #             bundled examples with timing on, beside `--gpus 0` (the local subprocess runner)
+#   stash:    keep the half of Ray's wheel this call carried (.ray-wheels/, scripts/ray-wheels.sh)
+#             in /tmp for the next call to the same warm machine; the ray step joins the halves,
+#             checks the joined wheel's sha256 and installs Ray and its dependencies from them
 #   STEPS=refcache,ray benchmarks/cluster_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +47,25 @@ for name in ("refcache-cold", "refcache-warm"):
 EOF
   grep -h "reference and PyTorch: inputs, warm-up" "$OUT"/refcache-*.log | head -n 20
   [ -n "${REFCACHE:-}" ] || unset GRADER_REFERENCE_CACHE
+fi
+
+STASH=/tmp/ray-wheel-parts
+if [ -d .ray-wheels ]; then  # whichever half this call carried
+  mkdir -p "$STASH" && cp -r .ray-wheels/*/. "$STASH"/ && echo "ray wheels kept: $(ls "$STASH" | tr '\n' ' ')"
+fi
+if has ray && [ -f "$STASH/manifest" ] && ! python3 -c "import ray" 2>/dev/null; then
+  IFS=$'\t' read -r wheel sha parts < "$STASH/manifest"
+  if [ "$(ls "$STASH/$wheel".part-* 2>/dev/null | wc -l)" -ne "$parts" ]; then
+    echo "ray: $(ls "$STASH/$wheel".part-* 2>/dev/null | wc -l) of $parts halves of $wheel here: carry the other"
+  else
+    cat "$STASH/$wheel".part-* > "$STASH/$wheel"
+    if [ "$(sha256sum "$STASH/$wheel" | cut -d' ' -f1)" = "$sha" ]; then
+      python3 -m pip install -q --no-index --find-links "$STASH" --no-warn-script-location ray submitit \
+        && echo "ray installed: $(python3 -c 'import ray; print(ray.__version__)')"
+    else
+      echo "ray: the joined $wheel does not match its sha256; carry both halves again"
+    fi
+  fi
 fi
 
 if has ray; then
