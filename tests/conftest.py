@@ -19,7 +19,29 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "submissions"
 
 
+#: the test files that take minutes, slowest first (CI, stop 36: the seconds are their share of a
+#: 41-minute run on two loaded cores). scripts/test runs two test processes that take a file at a
+#: time in collection order: starting with these keeps one long file from running alone at the end.
+SLOWEST_FIRST = (
+    "tests/adversarial/test_corpus.py",  # the adversarial corpus, graded once for the file: ~900 s
+    "tests/adversarial/test_batch_corpus.py",  # batches in-process, in subprocesses, in containers: ~850 s
+    "tests/honest/test_corpus.py",  # ~400 s
+    "tests/grader/cluster/test_ray_backend.py",  # two real Ray nodes, one killed: ~300 s
+    "tests/grader/cluster/test_slurm_backend.py",  # ~200 s
+    "tests/grader/containers/test_docker.py",  # ~200 s
+    "tests/grader/batch/test_class_walkthrough.py",
+    "tests/grader/batch/test_batch.py",
+    "tests/grader/course/service/test_serve.py",
+)
+
+
+def _slowest_first(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return SLOWEST_FIRST.index(path) if path in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_slowest_first)  # stable: a file's tests keep their order, and the rest theirs
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

@@ -23,6 +23,7 @@ from grader.sandbox.process import WorkerDied, WorkerProcess, WorkerTimeout
 from grader.spec.model import Case, Problem
 
 MAX_RESTARTS = 2
+IMPORTS_LIMIT_S = 120.0  # a worker's imports: the grader's start-up, not the problem's time
 
 
 class _TimingFailed(Exception):
@@ -78,8 +79,7 @@ class ProblemRun:
     # -- worker lifecycle ------------------------------------------------------------------------
 
     def _begin_worker(self) -> None:
-        """Spawn the worker and wait for its imports, holding nothing: until it is told to go on
-        (`_start_worker`), it has no CUDA context and has run nothing of the submission."""
+        """Spawn the worker and wait for its imports, holding nothing: no CUDA context, none of the submission."""
         if self.worker is not None:
             return
         started = time.monotonic()
@@ -90,9 +90,11 @@ class ProblemRun:
             )
             self.isolation = worker.isolation
             self.worker = worker
-            worker.wait_imported(self.deadline)
+            worker.wait_imported(started + IMPORTS_LIMIT_S)
         finally:
-            self.phases.worker_start_s += time.monotonic() - started
+            spent = time.monotonic() - started
+            self.phases.worker_start_s += spent
+            self.deadline += spent  # nothing of the submission ran: a loaded machine's time, not theirs
 
     def _start_worker(self) -> None:
         """The worker's start past its imports (the GPU held, on a GPU): the submission imported."""
@@ -282,12 +284,9 @@ class ProblemRun:
             saving = time.monotonic()
             kept = self.worker.save_kernel_cache(self.kernel_slot)
             if kept is not None:
+                what = f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB"
                 cut = ", truncated at the cap" if kept.truncated else ""
-                trace.note(
-                    time.monotonic() - saving,
-                    self.problem.name,
-                    f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB{cut}",
-                )
+                trace.note(time.monotonic() - saving, self.problem.name, what + cut)
                 if kept.stopped:
                     self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
         self._stop_worker()

@@ -190,3 +190,12 @@ def test_the_check_sees_a_harness_module_reaching_the_judge(monkeypatch: pytest.
     monkeypatch.setitem(GRAPH, "grader.harness.calls", GRAPH["grader.harness.calls"] | {"grader.judge.checks"})
     with pytest.raises(AssertionError):
         test_a_worker_loads_only_the_harness_the_problems_and_the_shared_kernel()
+
+
+def test_the_slowest_first_files_of_the_test_order_exist() -> None:
+    """tests/conftest.py starts the two test processes on these files: a renamed one would quietly
+    fall to the end of the order, where a long file runs alone."""
+    from tests.conftest import SLOWEST_FIRST
+
+    missing = [path for path in SLOWEST_FIRST if not (ROOT / path).is_file()]
+    assert not missing, f"tests/conftest.py SLOWEST_FIRST names files that are not there: {missing}"

@@ -43,6 +43,15 @@ def test_import_error_exit_and_hang_cost_only_their_problem(make_submission, tmp
     assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "gradescope" / "results.json").exists()
 
 
+def test_a_workers_imports_are_not_the_problems_time(make_submission, tmp_path: Path) -> None:
+    """A limit shorter than a worker's imports (Python, PyTorch, Triton: seconds, more on a loaded
+    machine): the correct kernel still passes, since nothing of the submission ran while they took."""
+    folder = make_submission(gelu=CORRECT_GELU)
+    gelu = by_name(grade(folder, tmp_path / "out", "--problems", "gelu", "--timeout", "1"))["gelu"]
+    assert gelu["phases"]["worker_start_s"] > 1, "the imports took less than the limit: the test shows nothing"
+    assert gelu["status"] == "passed", [t["message"] for t in gelu["tests"] if t["status"] != "passed"]
+
+
 def test_crash_in_call_restarts_a_fresh_worker(make_submission, tmp_path: Path) -> None:
     """os._exit and a segfault in the call: the problem errors with the reason, the next problem runs."""
     folder = make_submission(
