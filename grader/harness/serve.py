@@ -36,7 +36,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -327,7 +327,23 @@ def serve(args: argparse.Namespace) -> int:
             return 3
 
 
-def main(argv: list[str] | None = None) -> int:
+#: bound at load, as rule 3 asks: how the worker leaves, and the streams it flushes on the way
+_EXIT, _STREAMS = os._exit, (sys.stdout, sys.stderr)
+
+
+def _leave(code: int) -> NoReturn:
+    """End the process without Python's finalization, which takes a second or more once PyTorch is
+    loaded (the grading waited for it, four times a submission, the GPU held alone while timing);
+    what was printed is flushed first, and the submission's atexit hooks never run."""
+    for stream in (*_STREAMS, sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - a replaced stream that fails: the rest still go out
+            pass
+    _EXIT(code)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
     parser = argparse.ArgumentParser(prog="grader-worker")
     parser.add_argument("--submission", required=True)
     parser.add_argument("--problem", required=True)
@@ -337,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--req-fd", type=int, required=True)
     parser.add_argument("--rep-fd", type=int, required=True)
     parser.add_argument("--gpu-memory-fraction", type=float, default=None)
-    return serve(parser.parse_args(argv))
+    _leave(serve(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -20,6 +20,8 @@ from grader.harness import serve as worker
 from grader.harness import watch
 from grader.judge.checks import check_call
 from grader.problems import REGISTRY
+from grader.sandbox.config import SandboxConfig
+from grader.sandbox.process import WorkerProcess
 from grader.spec.load import load_assignment
 from tests.grader.worker_support import printed_at_import
 
@@ -147,3 +149,20 @@ def triton_gelu(x):
     # the wrappers' own namespace: their factories and builtins, nothing of the grader
     assert seen["run_globals"][0] == "__builtins__" and all(n.startswith("make") for n in seen["run_globals"][1:])
     assert not seen["path_has_root"]
+
+
+def test_a_worker_told_to_exit_leaves_at_once_with_its_output(tmp_path: Path) -> None:
+    """Without Python's finalization (a second or more with PyTorch loaded, waited for by the grading
+    four times a submission): it exits by itself, with code 0, what it printed but never flushed
+    reaches the record, and the submission's atexit hook does not run."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    source = "import atexit\natexit.register(print, 'atexit ran')\nprint('printed, not flushed', end='')\n"
+    (folder / "gelu.py").write_text(source + "def triton_gelu(x):\n    return x\n")
+    w = WorkerProcess(SandboxConfig(device="cpu"), folder, "gelu", "gelu", "triton_gelu")
+    try:
+        assert w.wait_ready(time.monotonic() + 60).status == "ready", w.output()
+    finally:
+        w.close()
+    assert w.proc is not None and w.proc.returncode == 0, "it left by itself, not killed after the grace"
+    assert "printed, not flushed" in w.stdout.text() and "atexit ran" not in w.stdout.text()
