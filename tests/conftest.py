@@ -15,6 +15,12 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# Under pytest-xdist (scripts/test) a worker's environment says it is one, and every pytest the
+# tests start (the handout, a student's run) would inherit it: pytest-benchmark then disables
+# itself there, as if that run were split across processes. The children are single runs.
+for _name in [name for name in os.environ if name.startswith("PYTEST_XDIST_")]:
+    del os.environ[_name]
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "submissions"
 
