@@ -30,7 +30,8 @@ def add_parser(sub: Any) -> None:
     g.add_argument("path", help=f"submission folder ({module_names()})")
     g.add_argument("--out", default="grades/single", help="folder for result.json, report.html, gradescope/")
     grading_options.add_arguments(g)
-    g.set_defaults(func=run)
+    # everything it starts has ended when run() returns (grade()'s scope), and what it wrote is closed
+    g.set_defaults(func=run, leaves_at_once=True)
 
 
 def run(args: argparse.Namespace) -> int:

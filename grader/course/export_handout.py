@@ -38,7 +38,7 @@ dependencies = [
 ]
 
 [project.scripts]
-grader = "grader.cli:main"
+grader = "grader.cli:entry"
 
 [tool.setuptools.packages.find]
 include = ["grader*"]

@@ -116,9 +116,6 @@ def _grade(
     submission = submission.resolve()
     device = resolve_device(options.device)
     warnings: list[str] = []
-    if device == "cuda" and options.time_performance:
-        warnings += _warm_reference(assignment.assignment.version)
-        reference_cache.activate(assignment.assignment.version)  # compiled and tuned once per machine
     config = SandboxConfig(
         device=device,
         hide=options.hide,
@@ -128,16 +125,22 @@ def _grade(
     )
     if options.secret == DEFAULT_SECRET and assignment.has_hidden_cases:
         warnings.append("graded with the default secret: inputs are predictable; set GRADER_SECRET for real grading")
-    findings = scan.scan_submission(submission)
-    problems = []
-    isolation = ""
-    modules = {p.module for p in assignment.problems}
     sha = submission_hash(submission)
     runs += [
         ProblemRun(p, submission, device, options, config, sha)
         for p in assignment.problems
         if not options.problems or p.name in options.problems
     ]
+    for run in runs:  # every worker's imports at once, beside the grader's own start (2-4 s each)
+        if run.problem.suite_cases(suite_of(device == "cpu")):
+            run.spawn()
+    if device == "cuda" and options.time_performance:
+        warnings += _warm_reference(assignment.assignment.version)
+        reference_cache.activate(assignment.assignment.version)  # compiled and tuned once per machine
+    findings = scan.scan_submission(submission)
+    problems = []
+    isolation = ""
+    modules = {p.module for p in assignment.problems}
     with trace.span("all problems", "correctness"):
         checked = _check_all(runs, options.parallel or (len(runs) if device == "cuda" else 1))
     with _timing_lease(runs, checked):

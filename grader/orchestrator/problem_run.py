@@ -56,6 +56,7 @@ class ProblemRun:
         self.cheat: str | None = None
         self.fatal: str | None = None
         self.isolation = ""
+        self.spawned_at = 0.0
         self.started = 0.0
         self.checked_at = 0.0
         self.cases: list[Case] = []
@@ -78,19 +79,23 @@ class ProblemRun:
 
     # -- worker lifecycle ------------------------------------------------------------------------
 
+    def spawn(self) -> None:
+        """Start the worker, not waiting: its imports run beside the grader's start and the other problems'."""
+        if self.worker is None:
+            self.spawned_at, p = time.monotonic(), self.problem
+            self.worker = WorkerProcess(self.config, self.submission, p.name, p.module, p.function, self.kernel_slot)
+            self.isolation = self.worker.isolation
+
     def _begin_worker(self) -> None:
-        """Spawn the worker and wait for its imports, holding nothing: no CUDA context, none of the submission."""
-        if self.worker is not None:
+        """Wait for the worker's imports (spawning it if need be), holding nothing: no CUDA context,
+        none of the submission."""
+        if self.worker is not None and self.worker.imported:
             return
         started = time.monotonic()
         try:
-            p = self.problem
-            worker = WorkerProcess(
-                self.config, self.submission, p.name, p.module, p.function, kernel_seed=self.kernel_slot
-            )
-            self.isolation = worker.isolation
-            self.worker = worker
-            worker.wait_imported(started + IMPORTS_LIMIT_S)
+            self.spawn()
+            assert self.worker is not None
+            self.worker.wait_imported(self.spawned_at + IMPORTS_LIMIT_S)
         finally:
             spent = time.monotonic() - started
             self.phases.worker_start_s += spent
@@ -132,7 +137,7 @@ class ProblemRun:
     def _call(self, case: Case, repeat: int) -> tuple[bool, str]:
         """(passed, message) for one call with fresh inputs, holding the GPU beside other gradings' calls
         (a new worker's imports come before the hold: no GPU work, nothing of the submission)."""
-        if self.worker is None:
+        if self.worker is None or not self.worker.imported:
             with trace.span(self.problem.name, "worker start: imports, the GPU not held"):
                 self._begin_worker()
         seed = case_seed(self.options.secret, self.problem.name, case, repeat)
@@ -231,19 +236,14 @@ class ProblemRun:
                         status, message = "error", stop_reason
                         self._stop_worker()
                         break
-                    except WorkerDied as died:
+                    except (WorkerDied, protocol.ProtocolError) as exc:
                         self.restarts += 1
                         self._stop_worker()
-                        status, message = "error", f"{died.reason} during case {case.name}"
+                        died = isinstance(exc, WorkerDied)  # its str is its reason
+                        message = f"{exc} during case {case.name}" if died else f"the worker sent malformed data: {exc}"
+                        status, broke = "error", "crashed" if died else "broke the protocol or crashed"
                         if self.restarts > MAX_RESTARTS:
-                            stop_reason = f"the worker crashed {self.restarts} times"
-                        break
-                    except protocol.ProtocolError as exc:
-                        self.restarts += 1
-                        self._stop_worker()
-                        status, message = "error", f"the worker sent malformed data: {exc}"
-                        if self.restarts > MAX_RESTARTS:
-                            stop_reason = f"the worker broke the protocol or crashed {self.restarts} times"
+                            stop_reason = f"the worker {broke} {self.restarts} times"
                         break
                     if self.fatal:
                         stop_reason = "the submission could not be loaded"

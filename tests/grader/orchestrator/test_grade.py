@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from grader.cli import main
 from grader.spec.load import load_assignment
 from tests.spec_support import spec_with_limit
@@ -47,9 +49,47 @@ def test_a_workers_imports_are_not_the_problems_time(make_submission, tmp_path: 
     """A limit shorter than a worker's imports (Python, PyTorch, Triton: seconds, more on a loaded
     machine): the correct kernel still passes, since nothing of the submission ran while they took."""
     folder = make_submission(gelu=CORRECT_GELU)
-    gelu = by_name(grade(folder, tmp_path / "out", "--problems", "gelu", "--timeout", "1"))["gelu"]
-    assert gelu["phases"]["worker_start_s"] > 1, "the imports took less than the limit: the test shows nothing"
+    # the public cases only: their calls stay well inside the limit on a loaded machine (ten did not)
+    gelu = by_name(grade(folder, tmp_path / "out", "--problems", "gelu", "--timeout", "2", "--public-only"))["gelu"]
+    if gelu["phases"]["worker_start_s"] <= 2:
+        pytest.skip("this machine imported within the limit: the test shows nothing here")
     assert gelu["status"] == "passed", [t["message"] for t in gelu["tests"] if t["status"] != "passed"]
+
+
+def _workers() -> set[int]:
+    """This process's children that are workers (a grading also starts the reaper of its scope)."""
+    kids = {pid for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()}
+    workers = set()
+    for pid in kids:
+        try:
+            if b"\0--problem\0" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                workers.add(int(pid))
+        except OSError:
+            pass  # ended meanwhile
+    return workers
+
+
+def test_every_problems_worker_starts_with_the_grading(make_submission, tmp_path: Path) -> None:
+    """Each problem's worker imports (seconds of PyTorch and Triton) beside the others' from the
+    start, not when its problem's turn comes: at gelu's first case softmax's worker is running."""
+    from grader.orchestrator.grade import grade as grade_in_process
+    from grader.orchestrator.options import GradeOptions
+
+    folder = make_submission(gelu=CORRECT_GELU, softmax="raise ImportError('no such thing')\n")
+    before = _workers()
+    seen: list[int] = []
+
+    def progress(text: str) -> None:
+        if not seen:
+            seen.append(len(_workers() - before))
+
+    options = GradeOptions(device="cpu", problems=["gelu", "softmax"], progress=progress)
+    result = grade_in_process(load_assignment(hidden=False), folder, options)
+    assert seen == [2], f"workers alive at gelu's first case: {seen}"
+    problems = {p.name: p for p in result.problems}
+    assert problems["gelu"].status == "passed"
+    assert problems["softmax"].status == "error" and "no such thing" in problems["softmax"].message
+    assert not _workers() - before, "a worker outlived its grading"
 
 
 def test_crash_in_call_restarts_a_fresh_worker(make_submission, tmp_path: Path) -> None:
