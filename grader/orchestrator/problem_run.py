@@ -59,7 +59,7 @@ class ProblemRun:
         self.spawned_at = 0.0
         self.started = 0.0
         self.checked_at = 0.0
-        self.cases: list[Case] = []
+        self.cases: list[Case] = problem.suite_cases("gpu" if device == "cuda" else "cpu")  # this device's suite
         #: the GPU's lease: correctness calls shared with other gradings, timed windows alone
         self.lease = gpu_lease.for_device(device)
         self.phases = Phases()
@@ -218,7 +218,7 @@ class ProblemRun:
         """The correctness half: every case of the problem's suite, in this problem's worker."""
         self.started = time.monotonic()
         self.deadline = self.started + self.limit
-        self.cases = cases = self.problem.suite_cases("gpu" if self.device == "cuda" else "cpu")
+        cases = self.cases
         tests: list[TestResult] = []
         stop_reason: str | None = None
         for case in cases:
