@@ -13,7 +13,13 @@ dropped by the kernel when a holder dies, however it dies):
   and no call starts until the window closes;
 - writers first: a timer takes the `turnstile` file before waiting, and a call passes through
   the turnstile before it takes its shared hold, so a stream of correctness calls cannot starve
-  a timer, and a waiting timer is served before any call that arrives after it.
+  a timer, and a waiting timer is served before any call that arrives after it;
+- a long call steps aside: while a timer waits it holds the `wanted` file, which a call
+  in flight can see (`SharedHold.writer_waiting`); one that has run past `STEP_ASIDE_AFTER_S`
+  (a first call's compile, a submission's endless loop) stops its worker and lets go
+  (`SharedHold.step_aside`), then queues behind the timer. Without it one hung call held every
+  timer, and through the turnstile every other grading, for its problem's whole time limit
+  (the bundled `broken` example stalled a class on the H200 for minutes).
 
 The files live in a folder of the grader's own uid, mode 0700 (`GRADER_GPU_LOCKS`, default a
 folder under the system's temp dir): a worker, which runs as another uid, cannot open them, so
@@ -27,11 +33,17 @@ import fcntl
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from grader.orchestrator import trace
+
 ENV = "GRADER_GPU_LOCKS"
+#: how long a correctness call keeps the GPU from a waiting timer before it steps aside: most calls
+#: end well within it, so a timer rarely stops one midway, and none waits much longer than this
+STEP_ASIDE_AFTER_S = 2.0
 
 
 class LeaseError(RuntimeError):
@@ -59,36 +71,100 @@ class GpuLease:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)[:120]
         self.main = folder / f"{safe}.lock"
         self.turnstile = folder / f"{safe}.turnstile"
-
-    def _open(self, path: Path) -> int:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        self.wanted = folder / f"{safe}.wanted"
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self) -> Iterator[SharedHold]:
         """Hold the GPU beside other correctness calls; waits while a timed window is open or wanted."""
-        gate, main = self._open(self.turnstile), self._open(self.main)
+        hold = SharedHold(self)
         try:
-            fcntl.flock(gate, fcntl.LOCK_EX)
-            try:
-                fcntl.flock(main, fcntl.LOCK_SH)
-            finally:
-                fcntl.flock(gate, fcntl.LOCK_UN)
-            yield
+            hold.take()
+            yield hold
         finally:
-            os.close(main)  # closing drops the hold
-            os.close(gate)
+            hold.close()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Hold the GPU alone: every call in flight ends first, and none starts until this one closes."""
-        gate, main = self._open(self.turnstile), self._open(self.main)
+        """Hold the GPU alone: every call in flight ends (or steps aside) first, and none starts until
+        this one closes."""
+        wanted, gate, main = _open(self.wanted), _open(self.turnstile), _open(self.main)
         try:
+            fcntl.flock(wanted, fcntl.LOCK_EX)  # seen by the calls in flight while this waits
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(main, fcntl.LOCK_EX)
+            fcntl.flock(wanted, fcntl.LOCK_UN)  # no call holds the GPU now: nothing to ask of them
             yield
         finally:
             os.close(main)
             os.close(gate)
+            os.close(wanted)
+
+
+class SharedHold:
+    """One correctness call's shared hold, which can see a waiting timer and step aside for it."""
+
+    def __init__(self, lease: GpuLease) -> None:
+        self.since = time.monotonic()
+        self.gate = _open(lease.turnstile)
+        self.main = _open(lease.main)
+        self.probe = _open(lease.wanted)
+
+    def take(self) -> None:
+        """Through the turnstile (behind any timer waiting there), then the shared hold."""
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.main, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+
+    def writer_waiting(self) -> bool:
+        """Whether a timer waits for the GPU (it holds `wanted` until it has the GPU; calls that look
+        share the file, so they never see each other)."""
+        try:
+            fcntl.flock(self.probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self.probe, fcntl.LOCK_UN)
+        return False
+
+    def step_aside(self) -> float:
+        """Let go of the GPU, then take it again behind the waiting timer(s); the seconds it took.
+
+        The caller stops its worker first: nothing of this call may run in the timer's window.
+        """
+        asked = time.monotonic()
+        fcntl.flock(self.main, fcntl.LOCK_UN)
+        self.take()
+        return time.monotonic() - asked
+
+    def waiting(
+        self, stop: Callable[[], None], go_on: Callable[[], None], waited: Callable[[float], None]
+    ) -> Callable[[], float]:
+        """What a call asks while it waits for its worker: once it has held the GPU
+        `STEP_ASIDE_AFTER_S` and a timer waits, `stop` its worker, step aside, `go_on`; the seconds
+        that took (told to `waited` too), else 0."""
+
+        def ask() -> float:
+            if time.monotonic() - self.since < STEP_ASIDE_AFTER_S or not self.writer_waiting():
+                return 0.0
+            stop()
+            try:
+                with trace.span("the GPU's lease", "a call stepped aside for a timer"):
+                    seconds = self.step_aside()
+            finally:
+                go_on()
+            waited(seconds)
+            return seconds
+
+        return ask
+
+    def close(self) -> None:
+        for fd in (self.main, self.gate, self.probe):
+            os.close(fd)  # closing drops the hold
+
+
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
 
 
 _LEASES: dict[str, GpuLease] = {}

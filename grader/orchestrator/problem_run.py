@@ -13,13 +13,13 @@ import torch
 from grader import kernel_cache, protocol
 from grader.judge import performance, scoring
 from grader.judge.checks import case_label, check_call, kernel_check
-from grader.orchestrator import gpu_lease, profiles, trace
+from grader.orchestrator import gpu_lease, profiles, trace, untimed
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
 from grader.records.model import Performance, Phases, ProblemResult, TestResult
 from grader.sandbox.config import SandboxConfig
-from grader.sandbox.process import WorkerDied, WorkerProcess, WorkerTimeout
+from grader.sandbox.process import Waiting, WorkerDied, WorkerProcess, WorkerTimeout
 from grader.spec.model import Case, Problem
 
 MAX_RESTARTS = 2
@@ -65,17 +65,21 @@ class ProblemRun:
         self.phases = Phases()
 
     @contextmanager
-    def _gpu(self) -> Iterator[None]:
-        """Hold the GPU's lease (nothing on the CPU); the wait is this problem's `gpu_wait_s`."""
+    def _gpu(self) -> Iterator[Waiting | None]:
+        """Hold the GPU's lease (nothing on the CPU); the wait is this problem's `gpu_wait_s`. Yields
+        what the call's waits for its worker ask: whether to step aside for a timer."""
         if self.lease is None:
-            yield
+            yield None
             return
         asked = time.monotonic()
-        with self.lease.shared():
-            waited = time.monotonic() - asked
-            self.phases.gpu_wait_s += waited
-            self.deadline += waited  # waiting for others' timing is not this problem's time
-            yield
+        with self.lease.shared() as hold:
+            self._waited(time.monotonic() - asked)
+            yield hold.waiting(self.pause, self._resume, self._waited)
+
+    def _waited(self, seconds: float) -> None:
+        """Waiting for other gradings' timing is not this problem's time."""
+        self.phases.gpu_wait_s += seconds
+        self.deadline += seconds
 
     # -- worker lifecycle ------------------------------------------------------------------------
 
@@ -101,13 +105,13 @@ class ProblemRun:
             self.phases.worker_start_s += spent
             self.deadline += spent  # nothing of the submission ran: a loaded machine's time, not theirs
 
-    def _start_worker(self) -> None:
+    def _start_worker(self, waiting: Waiting | None = None) -> None:
         """The worker's start past its imports (the GPU held, on a GPU): the submission imported."""
         self._begin_worker()
         assert self.worker is not None
         started = time.monotonic()
         try:
-            greeting = self.worker.wait_ready(self.deadline)
+            greeting = self.worker.wait_ready(self.deadline, waiting)
         finally:
             self.phases.worker_start_s += time.monotonic() - started
         if isinstance(greeting, protocol.Ready):
@@ -143,14 +147,14 @@ class ProblemRun:
         seed = case_seed(self.options.secret, self.problem.name, case, repeat)
         with trace.span(self.problem.name, case.name, repeat, "inputs"):
             inputs = self.kind.make_inputs(case, generator(seed))  # on the CPU: no hold needed
-        with self._gpu():
+        with self._gpu() as waiting:
             try:
-                return self._held_call(case, repeat, inputs)
+                return self._held_call(case, repeat, inputs, waiting)
             finally:
                 if self.lease is not None:
                     self.pause()  # a worker runs only while its grading holds the GPU
 
-    def _held_call(self, case: Case, repeat: int, inputs: dict[str, Any]) -> tuple[bool, str]:
+    def _held_call(self, case: Case, repeat: int, inputs: dict[str, Any], waiting: Waiting | None) -> tuple[bool, str]:
         label = (self.problem.name, case.name, repeat)
         with trace.span(*label, "expected"):
             try:
@@ -163,13 +167,13 @@ class ProblemRun:
         max_blob = sum(t.numel() * 8 for t in expected.values()) + (1 << 20)
         if self.worker is None or not self.worker.ready:
             with trace.span(self.problem.name, "worker start"):
-                self._start_worker()
+                self._start_worker(waiting)
             if self.fatal:
                 return False, self.fatal
         assert self.worker is not None
         request = protocol.CallRequest(case=case.model_dump(), profile=True)
         with trace.span(*label, "worker round trip"):
-            reply, blob = self.worker.call(request, protocol.pack_tensors(inputs), self.deadline, max_blob)
+            reply, blob = self.worker.call(request, protocol.pack_tensors(inputs), self.deadline, max_blob, waiting)
         if isinstance(reply, protocol.Failed):
             if reply.fatal:
                 self._stop_worker()
@@ -213,6 +217,10 @@ class ProblemRun:
         """Stop this problem's worker (if any) while something else is timed on the GPU."""
         if self.worker is not None:
             self.worker.pause()
+
+    def _resume(self) -> None:
+        if self.worker is not None:
+            self.worker.resume()
 
     def check(self) -> list[TestResult]:
         """The correctness half: every case of the problem's suite, in this problem's worker."""
@@ -306,26 +314,10 @@ class ProblemRun:
         return timed_here and self._clean(tests)
 
     def _performance(self, tests: list[TestResult]) -> Performance:
-        points = self.problem.points.performance
-        if self.device != "cuda":
-            return Performance(
-                status="not_measured", reason="no GPU: performance is measured only on a CUDA GPU", max_score=points
-            )
-        if not self.options.time_performance:
-            return Performance(status="not_measured", reason="timing was switched off for this run", max_score=points)
-        if not self._clean(tests):
-            return Performance(
-                status="skipped", reason="timed only once every correctness test passes", score=0.0, max_score=points
-            )
-        if not self.problem.benchmarks:
-            return Performance(status="not_measured", reason="the spec lists no benchmark shapes", max_score=points)
+        skipped = untimed.reason(self.problem, self.device, self.options, self._clean(tests))
+        if skipped is not None:
+            return skipped
         gpu = torch.cuda.get_device_name()
-        if not (self.options.reference_dir / f"{self.problem.module}.py").is_file():
-            reason = (
-                "the staff reference is not available here (a student copy): time your kernels with pytest "
-                "handout --benchmark-only"
-            )
-            return Performance(status="not_measured", reason=reason, max_score=points, gpu=gpu)
         try:
             side = performance.ReferenceSide(
                 self.kind, self.problem, performance.load_reference(self.problem, self.options.reference_dir)
@@ -341,9 +333,8 @@ class ProblemRun:
                     self.options.progress(f"{self.problem.name}: timed {case.name}")
                 torch.cuda.empty_cache()
         except _TimingFailed as failed:
-            return Performance(
-                status="skipped", reason=f"timing failed: {failed}", score=0.0, max_score=points, gpu=gpu
-            )
+            points = self.problem.points.performance
+            return Performance(status="skipped", reason=f"timing failed: {failed}", score=0, max_score=points, gpu=gpu)
         return performance.score(self.problem, shapes, gpu)
 
     def _timing_call(

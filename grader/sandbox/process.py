@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from grader import kernel_cache, protocol
@@ -37,6 +39,10 @@ BOOTSTRAP = (
     "sys.exit(sys.modules['grader.harness.serve'].main(sys.argv[1:]))\n"
 )
 EXIT_GRACE_S = 1.0
+#: how often a call that waits for its reply asks its `waiting` callback (a timer's wait at most)
+WAIT_SLICE_S = 0.1
+#: asked while a call waits for its reply: the seconds to add to the call's deadline
+Waiting = Callable[[], float]
 #: what usually kills a worker with SIGSEGV or SIGABRT: a kernel's memory access out of bounds
 _MEMORY_HINT = (
     ": usually a kernel's tl.load/tl.store past the end of a tensor, an unmasked access on the last block; "
@@ -188,9 +194,15 @@ class WorkerProcess:
     # -- talking to it --------------------------------------------------------------------------
 
     def _receive(
-        self, deadline: float, max_blob: int, expected: dict[str, type[protocol.Message]]
+        self,
+        deadline: float,
+        max_blob: int,
+        expected: dict[str, type[protocol.Message]],
+        waiting: Waiting | None = None,
     ) -> tuple[protocol.Message, bytes]:
         try:
+            if waiting is not None:
+                deadline = _await_reply(self.rep, deadline, waiting)
             return protocol.read_reply(self.rep, deadline, max_blob, expected)
         except protocol.Deadline:
             self.kill()
@@ -212,11 +224,11 @@ class WorkerProcess:
         self._receive(deadline, 0, protocol.FIRST)
         self.imported = True
 
-    def wait_ready(self, deadline: float) -> protocol.Message:
+    def wait_ready(self, deadline: float, waiting: Waiting | None = None) -> protocol.Message:
         """Lets the worker go on from its imports (under the GPU's hold, for a grading on a GPU); its
         greeting: `protocol.Ready`, or `protocol.ImportFailed`."""
         self.wait_imported(deadline)
-        greeting, _ = self.call(protocol.StartRequest(), b"", deadline, 0)
+        greeting, _ = self.call(protocol.StartRequest(), b"", deadline, 0, waiting)
         self.ready = isinstance(greeting, protocol.Ready)
         return greeting
 
@@ -230,8 +242,13 @@ class WorkerProcess:
         blob: bytes,
         deadline: float,
         max_blob: int,
+        waiting: Waiting | None = None,
     ) -> tuple[protocol.Message, bytes]:
-        """Send one request; its reply, one of `request.replies`, and the reply's payload."""
+        """Send one request; its reply, one of `request.replies`, and the reply's payload.
+
+        `waiting`, if given, is asked every `WAIT_SLICE_S` until the reply begins, and the seconds
+        it returns (the worker stopped meanwhile: its grading stepped aside for a timer) push the
+        deadline back."""
         self.resume()
         # a worker that stops reading would block this write forever once the pipe is full: a
         # watchdog kills it at the deadline, which breaks the pipe and ends the write
@@ -246,7 +263,7 @@ class WorkerProcess:
             raise WorkerDied(self.exit_reason()) from None
         finally:
             watchdog.cancel()
-        return self._receive(deadline, max_blob, request.replies)
+        return self._receive(deadline, max_blob, request.replies, waiting)
 
     def exit_reason(self) -> str:
         """Why the worker is gone, with what usually causes it."""
@@ -352,3 +369,19 @@ class WorkerProcess:
         if self.lease is not None:
             self.lease.release()
             self.lease = None
+
+
+def _await_reply(fd: int, deadline: float, waiting: Waiting) -> float:
+    """Wait for the reply's first byte in slices, asking `waiting` between them; the deadline, pushed
+    back by what `waiting` returned. At the deadline the reply is read anyway, which times it out."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return deadline
+        try:
+            ready, _, _ = select.select([fd], [], [], min(left, WAIT_SLICE_S))
+        except (OSError, ValueError):
+            return deadline  # the read that follows says what is wrong with the channel
+        if ready:
+            return deadline
+        deadline += waiting()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,61 @@ def test_a_lock_folder_others_can_reach_is_refused(tmp_path: Path, monkeypatch: 
 
 def test_no_lease_on_the_cpu() -> None:
     assert gpu_lease.for_device("cpu") is None
+
+
+def _until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_call_in_flight_sees_a_waiting_timer_and_steps_aside_for_it(lease: GpuLease) -> None:
+    """A call that never ends (a hung submission) would hold every timer, and through the turnstile
+    every other call, for its whole time limit: it sees the timer waiting, lets go, and queues behind it."""
+    log = Log()
+    with lease.shared() as call, lease.shared() as other:
+        assert not call.writer_waiting() and not other.writer_waiting(), "calls that look never see each other"
+        timer = hold(lease, log, "timer", True, 0.3)
+        assert _until(call.writer_waiting), "the waiting timer is not seen"
+        other_waited = threading.Thread(target=other.step_aside)
+        other_waited.start()
+        waited = call.step_aside()
+        log.add("call back")
+        other_waited.join()
+        assert not call.writer_waiting(), "no timer waits once it is done"
+    timer.join()
+    assert log.at("timer in") < log.at("timer out") <= log.at("call back")
+    assert waited >= 0.3
+
+
+def test_a_timer_is_seen_only_while_it_waits(lease: GpuLease) -> None:
+    log = Log()
+    timer = hold(lease, log, "timer", True, 0.5)
+    assert _until(lambda: bool(log.events) and log.events[-1][1] == "timer in")
+    probe = gpu_lease.SharedHold(lease)  # a call's files, not yet holding: it would wait at the turnstile
+    try:
+        assert not probe.writer_waiting(), "a timer that has the GPU waits for no call"
+    finally:
+        probe.close()
+    timer.join()
+
+
+def test_a_call_steps_aside_only_after_its_grace(lease: GpuLease, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short call ends before a timer stops it midway; past the grace its worker is stopped, the
+    GPU let go, the worker resumed after the timer, and the wait told to the caller."""
+    monkeypatch.setattr(gpu_lease, "STEP_ASIDE_AFTER_S", 0.5)
+    log, told = Log(), []
+    with lease.shared() as call:
+        ask = call.waiting(lambda: log.add("worker stopped"), lambda: log.add("worker resumed"), told.append)
+        timer = hold(lease, log, "timer", True, 0.2)
+        assert _until(call.writer_waiting)
+        assert ask() == 0.0 and not told, "within the grace the call keeps the GPU"
+        time.sleep(0.5)
+        waited = ask()
+    timer.join()
+    order = [w for _, w in log.events]
+    assert order == ["timer asks", "worker stopped", "timer in", "timer out", "worker resumed"], order
+    assert told == [waited] and waited >= 0.2

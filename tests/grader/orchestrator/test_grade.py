@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from grader.cli import main
 from grader.spec.load import load_assignment
 from tests.spec_support import spec_with_limit
 
+ROOT = Path(__file__).resolve().parents[3]
 CORRECT_GELU = (Path(__file__).resolve().parents[3] / "examples" / "submissions" / "correct" / "gelu.py").read_text()
 
 
@@ -90,6 +93,56 @@ def test_every_problems_worker_starts_with_the_grading(make_submission, tmp_path
     assert problems["gelu"].status == "passed"
     assert problems["softmax"].status == "error" and "no such thing" in problems["softmax"].message
     assert not _workers() - before, "a worker outlived its grading"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""  # ended meanwhile
+
+
+def test_a_hung_call_steps_aside_for_every_timer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled broken matmul never returns. It held the GPU's lease for its whole time limit, and
+    every other grading of a class on the H200 waited behind the timer it blocked (a batch of the
+    examples stalled for minutes). Under a real lease (a folder of the test's; the device is this CPU)
+    a timer that asks while the call is in flight gets the GPU within the grace, with the worker
+    stopped, and the call still ends at its time limit."""
+    from grader.orchestrator import gpu_lease
+    from grader.orchestrator.grade import grade as grade_in_process
+    from grader.orchestrator.options import GradeOptions
+
+    monkeypatch.setenv(gpu_lease.ENV, str(tmp_path / "locks"))
+    lease = gpu_lease.GpuLease("gpu-test")
+    monkeypatch.setattr(gpu_lease, "for_device", lambda device: lease)
+    before = _workers()
+    done = threading.Event()
+    windows: list[tuple[float, list[str]]] = []
+
+    def timer() -> None:
+        while not done.is_set():
+            asked = time.monotonic()
+            with lease.exclusive():
+                windows.append((time.monotonic() - asked, [_state(pid) for pid in _workers() - before]))
+                time.sleep(0.2)
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=timer, daemon=True)
+    thread.start()
+    try:
+        options = GradeOptions(device="cpu", problems=["matmul"], timeout=10)
+        result = grade_in_process(load_assignment(hidden=False), ROOT / "examples" / "submissions" / "broken", options)
+    finally:
+        done.set()
+        thread.join()
+    first = result.problems[0].tests[0]
+    assert first.status == "error" and "time limit of 10 s" in first.message, first.message
+    # from the first window that found the call in flight (its worker stopped) to the worker's end
+    start = next((i for i, (_, states) in enumerate(windows) if "T" in states), len(windows))
+    during = [(wait, states) for wait, states in windows[start:] if states]
+    assert len(during) >= 3, windows
+    assert all(set(states) <= {"T", "t"} for _, states in during), f"a worker ran beside a timer: {windows}"
+    assert max(wait for wait, _ in windows) < gpu_lease.STEP_ASIDE_AFTER_S + 3, windows
 
 
 def test_crash_in_call_restarts_a_fresh_worker(make_submission, tmp_path: Path) -> None:
