@@ -8,6 +8,17 @@ concurrent ratio is printed beside the serial one: the lease (grader/orchestrato
 should leave them within the grading noise, and the reference against itself near 1.
 
     python benchmarks/class_throughput.py --out /tmp/class [--jobs auto,1] [--secrets a,b] [--problems gelu,softmax]
+
+One-at-a-time grading of a class of 40 is longer than one call to the lent GPU may run (ten
+minutes), so the run may be cut and started again with `--resume` on the same machine and `--out`:
+each batch then grades only the students it has not graded yet (`grader batch` without
+`--regrade`), and each setting's wall time is the sum over the calls (walls.json). `--phase`
+runs one setting only. Give the class a `--timeout` (a problem's limit in seconds): the bundled
+`broken` example's matmul never returns and would otherwise take its spec limit (600 s) in
+each setting.
+
+    python benchmarks/class_throughput.py --out .out/class --timeout 120 --phase concurrent
+    timeout 560 python benchmarks/class_throughput.py --out .out/class --timeout 120 --phase serial --resume
 """
 
 from __future__ import annotations
@@ -44,9 +55,11 @@ def build_class(folders: list[Path], secrets: list[str], base: Path) -> dict[str
     return classes
 
 
-def batch(folder: Path, out: Path, jobs: str, secret: str, problems: str | None) -> float:
-    cmd = [sys.executable, "-m", "grader.cli", "batch", str(folder), "--out", str(out), "--jobs", jobs, "--regrade"]
-    cmd += ["--device", "cuda"] + (["--problems", problems] if problems else [])
+def batch(folder: Path, out: Path, jobs: str, secret: str, args: argparse.Namespace) -> float:
+    cmd = [sys.executable, "-m", "grader.cli", "batch", str(folder), "--out", str(out), "--jobs", jobs]
+    cmd += ["--device", "cuda"] + ([] if args.resume else ["--regrade"])
+    cmd += ["--problems", args.problems] if args.problems else []
+    cmd += ["--timeout", args.timeout] if args.timeout else []
     env = {**os.environ, "GRADER_SECRET": secret, "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, errors="replace")
@@ -75,22 +88,33 @@ def main() -> int:
     parser.add_argument("--secrets", default="class-a,class-b", help="each submission is graded once per secret")
     parser.add_argument("--problems", default=None)
     parser.add_argument("--submissions", nargs="*", type=Path, default=None, help="folders (default: examples, ...)")
+    parser.add_argument("--timeout", default=None, help="each problem's limit, s (batch --timeout)")
+    parser.add_argument("--phase", choices=("both", "concurrent", "serial"), default="both")
+    parser.add_argument("--resume", action="store_true", help="keep what earlier runs with this --out graded")
     args = parser.parse_args()
     secrets = [s for s in args.secrets.split(",") if s]
     classes = build_class(args.submissions or default_class(), secrets, args.out / "work")
     concurrent, serial = args.jobs.split(",")
-    walls: dict[str, float] = {}
+    walls_file = args.out / "walls.json"
+    walls: dict[str, float] = json.loads(walls_file.read_text()) if args.resume and walls_file.is_file() else {}
     seen: dict[str, dict[tuple[str, str, str], float]] = {}
+    graded: dict[str, int] = {}
     for jobs in (concurrent, serial):
-        walls[jobs], seen[jobs] = 0.0, {}
+        seen[jobs], graded[jobs] = {}, 0
         for secret, folder in classes.items():
             out = args.out / f"jobs-{jobs}" / secret
-            walls[jobs] += batch(folder, out, jobs, secret, args.problems)
+            if args.phase == "both" or jobs == {"concurrent": concurrent, "serial": serial}[args.phase]:
+                walls[jobs] = walls.get(jobs, 0.0) + batch(folder, out, jobs, secret, args)
+                walls_file.write_text(json.dumps(walls))  # what a cut run did is kept for --resume
             seen[jobs].update({(secret, *k): v for k, v in ratios(out).items()})
+            graded[jobs] += len(list(out.glob("*/result.json")))
     students = sum(len(list(f.iterdir())) for f in classes.values())
+    wall = {jobs: walls.get(jobs, 0.0) for jobs in (concurrent, serial)}
     lines = [
-        f"class: {students} gradings ({len(classes)} secrets); --jobs {concurrent}: {walls[concurrent]:.0f} s, "
-        f"--jobs {serial}: {walls[serial]:.0f} s; throughput x{walls[serial] / max(walls[concurrent], 1e-9):.2f}",
+        f"class: {students} gradings ({len(classes)} secrets); --jobs {concurrent}: {wall[concurrent]:.0f} s "
+        f"({graded[concurrent]} graded), --jobs {serial}: {wall[serial]:.0f} s ({graded[serial]} graded); "
+        f"throughput x{wall[serial] / max(wall[concurrent], 1e-9):.2f}"
+        + ("" if graded[concurrent] == graded[serial] == students else " (not every grading ran: not comparable)"),
         "",
         f"| secret | student | problem | ratio --jobs {serial} | ratio --jobs {concurrent} | difference |",
         "| --- | --- | --- | ---: | ---: | ---: |",
