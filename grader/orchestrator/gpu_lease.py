@@ -79,6 +79,7 @@ class GpuLease:
         hold = SharedHold(self)
         try:
             hold.take()
+            hold.since = time.monotonic()  # the grace counts from the hold, not from the wait for it
             yield hold
         finally:
             hold.close()
@@ -104,7 +105,7 @@ class SharedHold:
     """One correctness call's shared hold, which can see a waiting timer and step aside for it."""
 
     def __init__(self, lease: GpuLease) -> None:
-        self.since = time.monotonic()
+        self.since = time.monotonic()  # set again once the hold is taken
         self.gate = _open(lease.turnstile)
         self.main = _open(lease.main)
         self.probe = _open(lease.wanted)

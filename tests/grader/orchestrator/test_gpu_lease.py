@@ -182,3 +182,18 @@ def test_a_call_steps_aside_only_after_its_grace(lease: GpuLease, monkeypatch: p
     order = [w for _, w in log.events]
     assert order == ["timer asks", "worker stopped", "timer in", "timer out", "worker resumed"], order
     assert told == [waited] and waited >= 0.2
+
+
+def test_the_grace_counts_from_the_hold_not_the_wait_for_it(lease: GpuLease, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that waited behind a timer still gets its whole grace before it stops for the next one."""
+    monkeypatch.setattr(gpu_lease, "STEP_ASIDE_AFTER_S", 0.5)
+    log = Log()
+    first = hold(lease, log, "first timer", True, 0.8)
+    assert _until(lambda: bool(log.events) and log.events[-1][1] == "first timer in")
+    with lease.shared() as call:  # waits about 0.8 s for the first timer
+        second = hold(lease, log, "second timer", True, 0.1)
+        assert _until(call.writer_waiting)
+        ask = call.waiting(lambda: None, lambda: None, lambda seconds: None)
+        assert ask() == 0.0, "a call that has just got the GPU keeps it through its grace"
+    first.join()
+    second.join()
