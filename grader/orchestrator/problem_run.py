@@ -109,11 +109,11 @@ class ProblemRun:
         """The worker's start past its imports (the GPU held, on a GPU): the submission imported."""
         self._begin_worker()
         assert self.worker is not None
-        started = time.monotonic()
+        started, waited = time.monotonic(), self.phases.gpu_wait_s
         try:
             greeting = self.worker.wait_ready(self.deadline, waiting)
-        finally:
-            self.phases.worker_start_s += time.monotonic() - started
+        finally:  # a step aside for a timer meanwhile is the GPU's wait, not the worker's start
+            self.phases.worker_start_s += time.monotonic() - started - (self.phases.gpu_wait_s - waited)
         if isinstance(greeting, protocol.Ready):
             for step, seconds in list(greeting.start_s.items())[:8]:
                 trace.note(seconds, self.problem.name, f"worker start: {step[:60]}")

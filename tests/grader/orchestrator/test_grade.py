@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
+from grader.sandbox.processes import run_state
 from grader.spec.load import load_assignment
 from tests.spec_support import spec_with_limit
 
@@ -95,13 +96,6 @@ def test_every_problems_worker_starts_with_the_grading(make_submission, tmp_path
     assert not _workers() - before, "a worker outlived its grading"
 
 
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""  # ended meanwhile
-
-
 def test_a_hung_call_steps_aside_for_every_timer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bundled broken matmul never returns. It held the GPU's lease for its whole time limit, and
     every other grading of a class on the H200 waited behind the timer it blocked (a batch of the
@@ -123,7 +117,7 @@ def test_a_hung_call_steps_aside_for_every_timer(tmp_path: Path, monkeypatch: py
         while not done.is_set():
             asked = time.monotonic()
             with lease.exclusive():
-                windows.append((time.monotonic() - asked, [_state(pid) for pid in _workers() - before]))
+                windows.append((time.monotonic() - asked, [run_state(pid) for pid in _workers() - before]))
                 time.sleep(0.2)
             time.sleep(0.5)
 
