@@ -42,6 +42,7 @@ import torch
 
 from grader import kernel_cache, protocol, timing
 from grader.harness import (
+    autotune_reset,
     calls,
     imports,
     kernel_profile,
@@ -175,7 +176,9 @@ class Timer:
         return case
 
     def handle(
-        self, request: protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest, submission: Path
+        self,
+        request: protocol.TimeRequest | protocol.WarmRequest | protocol.LoopRequest | protocol.ProfileRequest,
+        submission: Path,
     ) -> tuple[protocol.Message, bytes]:
         calls.nan_fill(False)  # timing runs without the NaN fill of correctness calls
         blob = b""
@@ -215,6 +218,13 @@ class Timer:
                         rounds_run=measured.rounds_run,
                         watched=watch.watched,
                     )
+                elif isinstance(request, protocol.WarmRequest):
+                    started = time.perf_counter()
+                    with autotune_reset.tuned_again_when_timed():
+                        for call in self.calls:
+                            call()
+                        torch.cuda.synchronize()
+                    reply = protocol.Warmed(call_s=(time.perf_counter() - started) / max(len(self.calls), 1))
                 elif isinstance(request, protocol.ProfileRequest):
                     reply = kernel_profile.profile_call(self.calls)
                     if request.ncu:

@@ -24,6 +24,7 @@ import torch
 from grader import ROOT, protocol, timing
 from grader.judge import gpu_state, pytorch_anchor, stopping
 from grader.judge.checks import compare, kernel_check, output_contract, payload_issue
+from grader.judge.roofline import achieved, roofline_floor_s
 from grader.judge.scoring import geomean, performance_fraction
 from grader.judge.windows import Rounds, WorkerCall, alternate
 from grader.loading import load_function
@@ -41,42 +42,6 @@ PYTORCH_BUDGET_S = 0.4
 INPUT_SETS = 2
 WALL_CHECK_S = 0.25
 REFERENCE_DIR = ROOT / "reference"
-
-
-@dataclass(frozen=True)
-class Peaks:
-    """Datasheet ceilings: a measured time below bytes/bandwidth or flops/rate cannot be real."""
-
-    bandwidth: float  # bytes/s
-    half: float  # fp16/bf16 tensor-core FLOP/s
-    single: float  # fp32 through TF32 tensor cores, FLOP/s
-
-
-# NVIDIA datasheet figures (dense): H100/H200 SXM bf16 989 TFLOP/s, tf32 494; HBM 3.35 / 4.8 TB/s.
-PEAKS = {
-    "H200": Peaks(4.8e12, 989e12, 494e12),
-    "H100": Peaks(3.35e12, 989e12, 494e12),
-    "A100": Peaks(2.04e12, 312e12, 156e12),
-}
-GENEROUS = Peaks(10e12, 2.5e15, 1.25e15)
-
-
-def peaks_for(gpu: str) -> Peaks:
-    return next((p for key, p in PEAKS.items() if key in gpu), GENEROUS)
-
-
-def roofline_floor_s(kind: ProblemKind, case: Case, gpu: str) -> float:
-    peaks = peaks_for(gpu)
-    nbytes, flops = kind.work(case)
-    rate = peaks.single if getattr(case, "dtype", "") == "float32" else peaks.half
-    return max(nbytes / peaks.bandwidth, flops / rate if flops else 0.0)
-
-
-def achieved(kind: ProblemKind, case: Case, seconds: float) -> tuple[float, str]:
-    nbytes, flops = kind.work(case)
-    if flops:
-        return flops / seconds / 1e12, "TFLOP/s"
-    return nbytes / seconds / 1e9, "GB/s"
 
 
 @dataclass(frozen=True)
@@ -264,6 +229,15 @@ def _wall_clock(
     return rounds, loop.wall_s, wall, loop.triton_launches
 
 
+def shape_request(case: Case, seeds: ShapeSeeds) -> dict[str, Any]:
+    """What every request about one benchmark shape carries: the case, its inputs' seed and sets,
+    and (unless timing is unverified) the seeds of each round's new contents and of the checks."""
+    shape: dict[str, Any] = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
+    if os.environ.get(UNVERIFIED_ENV) != "1":
+        shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
+    return shape
+
+
 def measure_shape(
     worker_call: WorkerCall,
     side: ReferenceSide,
@@ -294,9 +268,7 @@ def measure_shape(
         timing.warm_up(ref_calls)
         if pytorch_ms is None:
             timing.warm_up(torch_calls)
-    shape: dict[str, Any] = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
-    if checking:
-        shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
+    shape = shape_request(case, seeds)
     rule = rule or rule_for(side.problem)
     rounds = alternate(worker_call, ref_calls, shape, label, quiet, rule, gpu_state.monitor())
     if pytorch_ms is None:

@@ -54,7 +54,10 @@ def _check_all(runs: list[ProblemRun], parallel: int) -> list[list[TestResult]]:
 
 def _checked(run: ProblemRun) -> list[TestResult]:
     with trace.span(run.problem.name, "correctness"):
-        return run.check()
+        tests = run.check()
+    with trace.span(run.problem.name, "first calls at the benchmark shapes"):
+        run.warm(tests)
+    return tests
 
 
 def _warm_reference(version: str) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 from grader import kernel_cache, protocol
 from grader.judge import performance, scoring
 from grader.judge.checks import case_label, check_call, kernel_check
-from grader.orchestrator import gpu_lease, profiles, trace, untimed
+from grader.orchestrator import first_calls, gpu_lease, profiles, trace, untimed
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
@@ -55,6 +55,8 @@ class ProblemRun:
         self.output: list[str] = []
         self.cheat: str | None = None
         self.fatal: str | None = None
+        #: why the benchmark shapes' first calls (warm()) failed: the problem is then not timed
+        self.unwarmed: str | None = None
         self.isolation = ""
         self.spawned_at = 0.0
         self.started = 0.0
@@ -65,7 +67,7 @@ class ProblemRun:
         self.phases = Phases()
 
     @contextmanager
-    def _gpu(self) -> Iterator[Waiting | None]:
+    def gpu_hold(self) -> Iterator[Waiting | None]:
         """Hold the GPU's lease (nothing on the CPU); the wait is this problem's `gpu_wait_s`. Yields
         what the call's waits for its worker ask: whether to step aside for a timer."""
         if self.lease is None:
@@ -147,7 +149,7 @@ class ProblemRun:
         seed = case_seed(self.options.secret, self.problem.name, case, repeat)
         with trace.span(self.problem.name, case.name, repeat, "inputs"):
             inputs = self.kind.make_inputs(case, generator(seed))  # on the CPU: no hold needed
-        with self._gpu() as waiting:
+        with self.gpu_hold() as waiting:
             try:
                 return self._held_call(case, repeat, inputs, waiting)
             finally:
@@ -304,6 +306,14 @@ class ProblemRun:
 
     # -- performance ------------------------------------------------------------------------------
 
+    def warm(self, tests: list[TestResult]) -> None:
+        """The benchmark shapes' first calls, beside other gradings' (grader/orchestrator/first_calls.py)."""
+        if self.will_time(tests) and self.worker is not None and self.worker.ready:
+            started = time.monotonic()
+            self.unwarmed = first_calls.make(self)
+            self.checked_at = time.monotonic()  # the problem's own time, as correctness is
+            self.phases.warm_s = self.checked_at - started
+
     def _clean(self, tests: list[TestResult]) -> bool:
         return not (self.cheat or self.fatal) and bool(tests) and all(t.status == "passed" for t in tests)
 
@@ -311,10 +321,10 @@ class ProblemRun:
         """Whether the performance half will time or profile anything (grade() takes the GPU alone for it)."""
         wanted = self.options.time_performance or self.options.profile
         timed_here = self.device == "cuda" and wanted and bool(self.problem.benchmarks)
-        return timed_here and self._clean(tests)
+        return timed_here and self._clean(tests) and self.unwarmed is None
 
     def _performance(self, tests: list[TestResult]) -> Performance:
-        skipped = untimed.reason(self.problem, self.device, self.options, self._clean(tests))
+        skipped = untimed.reason(self.problem, self.device, self.options, self._clean(tests), self.unwarmed)
         if skipped is not None:
             return skipped
         gpu = torch.cuda.get_device_name()

@@ -7,8 +7,11 @@ from grader.records.model import Performance
 from grader.spec.model import Problem
 
 
-def reason(problem: Problem, device: str, options: GradeOptions, clean: bool) -> Performance | None:
-    """The performance record of a problem that is not timed here, or None when it is."""
+def reason(
+    problem: Problem, device: str, options: GradeOptions, clean: bool, unwarmed: str | None = None
+) -> Performance | None:
+    """The performance record of a problem that is not timed here, or None when it is; `unwarmed`:
+    why its first calls at the benchmark shapes failed (grader/orchestrator/first_calls.py)."""
     points = problem.points.performance
     if device != "cuda":
         return Performance(
@@ -30,4 +33,9 @@ def reason(problem: Problem, device: str, options: GradeOptions, clean: bool) ->
             "handout --benchmark-only"
         )
         return Performance(status="not_measured", reason=text, max_score=points, gpu=torch.cuda.get_device_name())
+    if unwarmed is not None:
+        import torch
+
+        text = f"timing failed: {unwarmed}"
+        return Performance(status="skipped", reason=text, score=0.0, max_score=points, gpu=torch.cuda.get_device_name())
     return None

@@ -139,6 +139,13 @@ class Looped(Message):
     triton_launches: int
 
 
+class Warmed(Message):
+    """A benchmark shape's first calls are done (compiled; autotuned, to be tuned again when timed)."""
+
+    status: Literal["ok"] = "ok"
+    call_s: float
+
+
 class CallRequest(Message):
     """Run the submission once on the inputs in the blob (a correctness call)."""
 
@@ -173,6 +180,15 @@ class TimeRequest(ShapeRequest):
     watch_round: int | None = None
     #: seconds of the host's time the window may take past its warm-up (`timing.measure`)
     max_wall_s: float | None = None
+
+
+class WarmRequest(ShapeRequest):
+    """Run the student's calls of the shape once each, untimed, beside other gradings' calls: what
+    compiles at the benchmark shape compiles here, not in the GPU's exclusive window
+    (`grader.harness.autotune_reset`: what autotunes here is tuned again when timed)."""
+
+    op: Literal["warm"] = "warm"
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Warmed, "error": Failed}
 
 
 class LoopRequest(ShapeRequest):
@@ -244,7 +260,8 @@ class StartRequest(Message):
 
 
 Request = Annotated[
-    CallRequest | TimeRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest, Field(discriminator="op")
+    CallRequest | TimeRequest | WarmRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest,
+    Field(discriminator="op"),
 ]
 _REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
 
@@ -280,7 +297,7 @@ def parse_reply(header: dict[str, Any], expected: dict[str, type[Message]]) -> M
 
 def parse_request(
     header: dict[str, Any],
-) -> CallRequest | TimeRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest:
+) -> CallRequest | TimeRequest | WarmRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest:
     try:
         return _REQUEST.validate_python(header)  # type: ignore[no-any-return]
     except ValidationError as exc:

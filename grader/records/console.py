@@ -104,8 +104,9 @@ def phase_line(totals: dict[str, float]) -> str:
     """Where the class's time went, in one line (worker start-up is part of correctness)."""
     return (
         f"time spent over {totals['gradings']:.0f} grading(s), summed over problems: correctness "
-        f"{totals['correctness_s']:.0f} s (of it worker start-up {totals['worker_start_s']:.0f} s), timing "
-        f"{totals['timing_s']:.0f} s, waiting for the GPU {totals['gpu_wait_s']:.0f} s"
+        f"{totals['correctness_s']:.0f} s (of it worker start-up {totals['worker_start_s']:.0f} s), first calls "
+        f"at the benchmark shapes {totals['warm_s']:.0f} s, timing {totals['timing_s']:.0f} s, waiting for the GPU "
+        f"{totals['gpu_wait_s']:.0f} s"
     )
 
 

@@ -153,6 +153,8 @@ class Phases(Record):
 
     worker_start_s: float = 0.0
     correctness_s: float = 0.0
+    #: the benchmark shapes' first calls (compiling at those shapes), beside other gradings, before timing
+    warm_s: float = 0.0
     timing_s: float = 0.0
     #: waiting for the GPU's lease (another grading's timed window, or its calls before ours)
     gpu_wait_s: float = 0.0

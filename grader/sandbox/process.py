@@ -236,6 +236,7 @@ class WorkerProcess:
         self,
         request: protocol.CallRequest
         | protocol.TimeRequest
+        | protocol.WarmRequest
         | protocol.LoopRequest
         | protocol.ProfileRequest
         | protocol.StartRequest,

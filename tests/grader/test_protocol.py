@@ -31,6 +31,7 @@ CALL = protocol.CallRequest(case=CASE.model_dump(), profile=True)
 SHAPE = {"case": CASE.model_dump(), "seed": 7, "sets": 2, "refill_seed": 11, "verify_seed": 13}
 TIME = protocol.TimeRequest(**SHAPE, budget_s=0.25, min_s=0.05, warm=True, profile=True)
 LOOP = protocol.LoopRequest(**SHAPE, rounds=20)
+WARM = protocol.WarmRequest(**SHAPE)
 
 
 def through_pipe(
@@ -114,10 +115,12 @@ def test_honest_timing_replies_parse() -> None:
     assert protocol.unpack_tensors(payload).keys() == samples.keys()
     looped = protocol.Looped(wall_s=0.01, triton_launches=20)
     assert through_pipe(looped, b"", LOOP.replies)[0] == looped
+    warmed = protocol.Warmed(call_s=0.4)
+    assert through_pipe(warmed, b"", WARM.replies)[0] == warmed
 
 
 def test_requests_parse_back_to_themselves() -> None:
-    for request in (CALL, TIME, LOOP, protocol.ExitRequest()):
+    for request in (CALL, TIME, WARM, LOOP, protocol.ExitRequest()):
         header = json.loads(json.dumps(request.model_dump(exclude_none=True)))
         assert protocol.parse_request(header) == request
 

@@ -1,0 +1,68 @@
+"""The benchmark shapes' first calls, made beside other gradings before timing takes the GPU alone.
+
+On a GPU only: on the CPU nothing is timed, so no first calls are made (their absence there is
+checked too). grader/harness/autotune_reset.py's own tests need no GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+CORRECT_GELU = (ROOT / "examples" / "submissions" / "correct" / "gelu.py").read_text()
+
+# the correct example's kernel, autotuned: the tuning at the benchmark shapes happens twice (beside
+# others in the first calls, then alone in the first timed call)
+AUTOTUNED_GELU = CORRECT_GELU.replace(
+    "@triton.jit",
+    '@triton.autotune([triton.Config({"BLOCK": 512}), triton.Config({"BLOCK": 1024})], key=["n"])\n@triton.jit',
+).replace(
+    "_gelu[(triton.cdiv(n, 1024),)](xc, y, n, BLOCK=1024)",
+    '_gelu[lambda m: (triton.cdiv(n, m["BLOCK"]),)](xc, y, n)',
+)
+
+# right on every correctness shape, broken at the benchmark shapes only (a grid too large, say)
+FAILS_WHEN_LARGE = CORRECT_GELU.replace(
+    "    xc = x.contiguous()",
+    "    if x.numel() > 1 << 26:\n"
+    '        raise ValueError("this launch grid does not fit a large input")\n'
+    "    xc = x.contiguous()",
+)
+
+
+def graded(folder: Path, out: Path, *extra: str) -> dict:
+    assert main(["grade", str(folder), "--out", str(out), "--problems", "gelu", *extra]) == 0
+    return json.loads((out / "result.json").read_text())["problems"][0]
+
+
+def test_on_the_cpu_no_first_calls_are_made(make_submission, tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU they are made: the tests below")
+    gelu = graded(make_submission(gelu=CORRECT_GELU), tmp_path / "out")
+    assert gelu["status"] == "passed" and gelu["phases"]["warm_s"] == 0.0
+
+
+@pytest.mark.gpu
+def test_an_autotuned_kernel_is_warmed_beside_others_and_timed(make_submission, tmp_path: Path) -> None:
+    assert "triton.autotune" in AUTOTUNED_GELU and 'm["BLOCK"]' in AUTOTUNED_GELU
+    gelu = graded(make_submission(gelu=AUTOTUNED_GELU), tmp_path / "out")
+    assert gelu["status"] == "passed" and gelu["phases"]["warm_s"] > 0
+    perf = gelu["performance"]
+    assert perf["status"] == "measured" and not any(s["flags"] for s in perf["shapes"]), perf
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_fails_only_at_the_benchmark_shapes_is_not_timed(make_submission, tmp_path: Path) -> None:
+    gelu = graded(make_submission(gelu=FAILS_WHEN_LARGE), tmp_path / "out")
+    assert gelu["status"] == "passed", gelu  # every correctness case passed
+    perf = gelu["performance"]
+    assert perf["status"] == "skipped" and perf["score"] == 0
+    assert "the first call at 16384x16384-fp32 failed" in perf["reason"]
+    assert "does not fit a large input" in perf["reason"]
+    assert gelu["phases"]["timing_s"] < 1.0  # the GPU was not taken alone for it
