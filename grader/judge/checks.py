@@ -216,6 +216,21 @@ def gpu_compile_check(compiles: Sequence[protocol.GpuCompile]) -> str | None:
     return None
 
 
+def profiled_kernel_check(
+    problem: Problem, case: Case, profile: protocol.Profile | None, triton_launches: int, submission: Path
+) -> str | None:
+    """`kernel_check` on what a correctness call's profile recorded (nothing recorded: no ops)."""
+    return kernel_check(
+        problem,
+        case,
+        list(profile.aten_ops) if profile else [],
+        triton_launches,
+        list(profile.compiled_regions) if profile else [],
+        submission,
+        profile.graph_launches if profile else 0,
+    )
+
+
 def kernel_check(
     problem: Problem,
     case: Case,

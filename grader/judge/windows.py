@@ -28,6 +28,12 @@ MIN_S = 0.05  # at least this much timed work per side and alternation
 #: and a call that syncs each round held the GPU 2 s per window for 0.25 s of it (session 12)
 WINDOW_WALL_S = 4 * BUDGET_S
 
+#: the most one timing request (a window, the wall-clock check's loop) may hold the GPU alone: the
+#: shape's compiling happened before the window (grader/orchestrator/first_calls.py), so what is
+#: left is the autotuners' benchmarking and the rounds (seconds); without a bound, a call that
+#: never returns when timed held the GPU, and so the class, for its problem's whole limit (600 s)
+REQUEST_LIMIT_S = 60.0
+
 _WATCH_SALT = 0x57A7C4ED  # the watched chunk's draw, apart from the sampled rounds' (problems.base.chosen)
 
 #: sends one timing request to the student's worker: its reply (an error raises) and payload
@@ -60,6 +66,15 @@ class Rounds:
     @property
     def ratio(self) -> float:
         return timing.Measurement(self.reference).median_ms / timing.Measurement(self.student).median_ms
+
+
+def request_limit_reason(request: protocol.Message) -> str:
+    """Why timing stopped when a request ran past REQUEST_LIMIT_S (the record's reason)."""
+    what = "the wall-clock check's loop" if isinstance(request, protocol.LoopRequest) else "a timed window"
+    return (
+        f"{what} ran past {REQUEST_LIMIT_S:g} s with the GPU held alone (the first calls at this shape had "
+        f"returned beside other gradings): a call that does not return when timed?"
+    )
 
 
 def watch_round(shape: dict[str, Any], window: int, last_rounds: int) -> int | None:

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from grader import kernel_cache, protocol
-from grader.judge import performance, scoring
-from grader.judge.checks import case_label, check_call, kernel_check
+from grader.judge import performance, scoring, windows
+from grader.judge.checks import case_label, check_call, profiled_kernel_check
 from grader.orchestrator import first_calls, gpu_lease, profiles, trace, untimed
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
@@ -185,7 +185,8 @@ class ProblemRun:
         payload = protocol.unpack_tensors(blob)
         if not isinstance(payload, dict):
             raise protocol.ProtocolError("the reply's payload is not a mapping of outputs")
-        self._check_kernel_use(reply.profile, reply.triton_launches, case)
+        launches = reply.triton_launches
+        self.cheat = self.cheat or profiled_kernel_check(self.problem, case, reply.profile, launches, self.submission)
         with trace.span(*label, "check"):
             verdict = check_call(
                 self.kind,
@@ -199,19 +200,6 @@ class ProblemRun:
                 reply.gpu_compiles,
             )
         return verdict.passed, verdict.message
-
-    def _check_kernel_use(self, profile: protocol.Profile | None, triton_launches: int, case: Case) -> None:
-        if self.cheat:
-            return
-        self.cheat = kernel_check(
-            self.problem,
-            case,
-            list(profile.aten_ops) if profile else [],
-            triton_launches,
-            list(profile.compiled_regions) if profile else [],
-            self.submission,
-            profile.graph_launches if profile else 0,
-        )
 
     # -- the problem ------------------------------------------------------------------------------
 
@@ -356,10 +344,15 @@ class ProblemRun:
                 self._start_worker()
                 if self.fatal or self.worker is None:
                     raise _TimingFailed(self.fatal or "the worker did not start")
-            reply, blob = self.worker.call(request, b"", self.deadline, performance.MAX_TIMING_BLOB)
+            # the GPU is held alone: one request may not hold it for the problem's whole limit
+            bound = time.monotonic() + windows.REQUEST_LIMIT_S
+            bound = self.deadline if isinstance(request, protocol.ProfileRequest) else min(self.deadline, bound)
+            reply, blob = self.worker.call(request, b"", bound, performance.MAX_TIMING_BLOB)
             payload = protocol.unpack_tensors(blob) if blob else {}
         except WorkerTimeout:
             self._stop_worker()
+            if bound < self.deadline:
+                raise _TimingFailed(windows.request_limit_reason(request)) from None
             raise _TimingFailed(f"the problem's time limit of {self.limit:g} s ran out while timing") from None
         except (WorkerDied, protocol.ProtocolError) as exc:
             self._stop_worker()

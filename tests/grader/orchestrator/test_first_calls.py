@@ -36,6 +36,17 @@ FAILS_WHEN_LARGE = CORRECT_GELU.replace(
 )
 
 
+# behaves in the first calls (one per input set and shape), never returns once timed
+HANGS_WHEN_TIMED = CORRECT_GELU.replace(
+    "    xc = x.contiguous()",
+    "    if x.numel() > 1 << 26:\n"
+    "        _large.append(1)\n"
+    "        while len(_large) > 2:\n"
+    "            pass\n"
+    "    xc = x.contiguous()",
+).replace("def triton_gelu(", "_large = []\n\n\ndef triton_gelu(")
+
+
 def graded(folder: Path, out: Path, *extra: str) -> dict:
     assert main(["grade", str(folder), "--out", str(out), "--problems", "gelu", *extra]) == 0
     return json.loads((out / "result.json").read_text())["problems"][0]
@@ -66,3 +77,17 @@ def test_a_kernel_that_fails_only_at_the_benchmark_shapes_is_not_timed(make_subm
     assert "the first call at 16384x16384-fp32 failed" in perf["reason"]
     assert "does not fit a large input" in perf["reason"]
     assert gelu["phases"]["timing_s"] < 1.0  # the GPU was not taken alone for it
+
+
+@pytest.mark.gpu
+def test_a_call_that_never_returns_when_timed_holds_the_gpu_alone_only_so_long(
+    make_submission, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grader.judge import windows
+
+    monkeypatch.setattr(windows, "REQUEST_LIMIT_S", 5.0)
+    gelu = graded(make_submission(gelu=HANGS_WHEN_TIMED), tmp_path / "out")
+    assert gelu["status"] == "passed" and gelu["phases"]["warm_s"] > 0, gelu
+    perf = gelu["performance"]
+    assert perf["status"] == "skipped" and "a timed window ran past 5 s with the GPU held alone" in perf["reason"]
+    assert 5.0 <= gelu["phases"]["timing_s"] < 30.0  # not the problem's limit
