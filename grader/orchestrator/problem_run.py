@@ -339,6 +339,7 @@ class ProblemRun:
         self, request: protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest
     ) -> tuple[protocol.Timed | protocol.Looped | protocol.Profiled, Any]:
         """One timing request; the reply and its sampled outputs (for `performance.verify_rounds`)."""
+        bound = self.deadline
         try:
             if self.worker is None or not self.worker.ready:
                 self._start_worker()
