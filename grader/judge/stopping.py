@@ -8,14 +8,15 @@ could not change the grade:
 
 - "settled": the points are the same at both ends of the interval (at or above `full_at`, at
   or below `zero_at`, or inside one tier): a FlashAttention at 0.03 of the reference earns
-  nothing after three alternations as surely as after sixty rounds;
+  nothing after two alternations as surely as after sixty rounds;
 - "precise": the interval's width, in points, is below the spec's precision (a tenth of a point
   by default);
 - "capped": the student's side has had STUDENT_CAP_S of timed work, or its windows held the GPU
   that long (a slow kernel, or a call whose host side dwarfs its GPU time);
 - "most": MAX_ALTERNATIONS, today's fixed count, whatever the interval says.
 
-Never before MIN_ALTERNATIONS, and never (but at the most or the cap) while the shape's interval
+Never before MIN_ALTERNATIONS (but "settled" with nothing earned: after NOTHING_EARNED_AFTER), and
+never (but at the most or the cap) while the shape's interval
 could move its problem's ratio by more than NOISE, unless nothing is earned at either end of it:
 a ratio above `full_at` earns nothing more but still ranks on the leaderboard and is read as the
 grader's noise. Three alternations kept most shapes within 2%, but not the power-capped mlp-up
@@ -35,6 +36,12 @@ from grader.judge.scoring import performance_fraction
 from grader.spec.model import Thresholds
 
 MIN_ALTERNATIONS = 3
+#: a shape whose interval earns nothing at either end stops after two alternations: two ratios
+#: give a wide interval (Student's t with one degree of freedom: 12.7 standard errors), so one
+#: still wholly at or below `zero_at` is far below it, and a third alternation of a slow kernel
+#: (a FlashAttention at 0.05 of the reference: 0.4-0.7 s of the GPU held alone) cannot earn it
+#: a point; the reference against itself never earns nothing, so its noise is as before
+NOTHING_EARNED_AFTER = 2
 #: the half-width of a problem's geomean interval the shapes are timed down to: the reference
 #: against itself within 0.98-1.02 (each shape's share: NOISE * sqrt(shapes), independent shapes)
 NOISE = 0.02
@@ -81,12 +88,14 @@ class Rule:
     def verdict(self, ratio: float, ratios: list[float], student_s: float) -> str | None:
         """Why timing of this shape may stop now, or None to time another alternation."""
         done = len(ratios)
-        if done < MIN_ALTERNATIONS:
+        if done < NOTHING_EARNED_AFTER:
             return None
         low, high = interval(ratio, ratios)
         at_low, at_high = points(self.thresholds, self.max_points, low), points(self.thresholds, self.max_points, high)
         if at_high == 0.0:
             return "settled"  # nothing earned at either end: more rounds cannot matter
+        if done < MIN_ALTERNATIONS:
+            return None
         spread = log_half_width(ratios)
         if spread > NOISE * math.sqrt(self.shapes):
             return "most" if done >= MAX_ALTERNATIONS else "capped" if student_s >= STUDENT_CAP_S else None

@@ -9,7 +9,7 @@ import pytest
 
 from grader import protocol
 from grader.judge import gpu_state, stopping, windows
-from grader.judge.stopping import MAX_ALTERNATIONS, MIN_ALTERNATIONS, Rule
+from grader.judge.stopping import MAX_ALTERNATIONS, MIN_ALTERNATIONS, NOTHING_EARNED_AFTER, Rule
 from grader.spec.model import Thresholds, Tier
 
 LINEAR = Thresholds(full_at=0.9, zero_at=0.3)
@@ -26,13 +26,23 @@ def noisy(ratio: float, spread: float, n: int, seed: int = 0) -> list[float]:
 
 def test_never_before_the_minimum_however_clear() -> None:
     for done in range(1, MIN_ALTERNATIONS):
-        assert rule().verdict(0.03, [0.03] * done, student_s=0.1) is None
+        assert rule().verdict(0.6, [0.6] * done, student_s=0.1) is None  # points earned: three at least
+        assert rule().verdict(1.0, [1.0] * done, student_s=0.1) is None  # the full points too
+    assert rule().verdict(0.03, [0.03], student_s=0.1) is None  # one alternation has no interval
 
 
-def test_far_below_zero_at_is_settled_at_the_minimum() -> None:
-    """A FlashAttention at 0.03 of the reference earns nothing after three alternations as after sixty rounds."""
-    ratios = noisy(0.03, 0.05, MIN_ALTERNATIONS)
+def test_far_below_zero_at_is_settled_after_two() -> None:
+    """A FlashAttention at 0.03 of the reference earns nothing after two alternations as after sixty rounds."""
+    ratios = noisy(0.03, 0.05, NOTHING_EARNED_AFTER)
     assert rule().verdict(0.03, ratios, student_s=0.5) == "settled"
+
+
+def test_two_alternations_settle_nothing_earned_only_when_far_below() -> None:
+    """Two ratios give a wide interval (t with one degree of freedom): near `zero_at` it reaches
+    above it, so the third alternation is timed; far below, it does not."""
+    assert rule().verdict(0.27, [0.26, 0.28], student_s=0.3) is None
+    assert rule().verdict(0.27, [0.26, 0.28, 0.27], student_s=0.3) == "settled"
+    assert rule().verdict(0.1, [0.098, 0.102], student_s=0.3) == "settled"
 
 
 def test_at_or_above_full_at_is_settled() -> None:
@@ -81,9 +91,9 @@ def test_stopping_early_never_changes_the_points() -> None:
     whenever the stop was 'settled' (both ends of the interval give the same points)."""
     for seed in range(200):
         rng = random.Random(seed)
-        true = rng.choice([0.02, 0.1, 0.25, 0.95, 1.1, 1.6])
+        true = rng.choice([0.02, 0.1, 0.25, 0.28, 0.32, 0.95, 1.1, 1.6])
         ratios = noisy(true, 0.01, MAX_ALTERNATIONS, seed)
-        for done in range(MIN_ALTERNATIONS, MAX_ALTERNATIONS + 1):
+        for done in range(NOTHING_EARNED_AFTER, MAX_ALTERNATIONS + 1):
             seen = ratios[:done]
             ratio = math.exp(sum(map(math.log, seen)) / done)
             if rule().verdict(ratio, seen, student_s=0.1) == "settled":
@@ -132,11 +142,11 @@ def run(
     return rounds, script
 
 
-def test_alternate_stops_a_hopeless_kernel_at_the_minimum() -> None:
+def test_alternate_stops_a_hopeless_kernel_after_two() -> None:
     pairs = [([0.145] * 10, [0.0045] * 10)] * MAX_ALTERNATIONS
     rounds, script = run(pairs, [])
-    assert script.calls == MIN_ALTERNATIONS and rounds.stopped == "settled"
-    assert rounds.seen == 10 * MIN_ALTERNATIONS and len(rounds.checks) == MIN_ALTERNATIONS
+    assert script.calls == NOTHING_EARNED_AFTER and rounds.stopped == "settled"
+    assert rounds.seen == 10 * NOTHING_EARNED_AFTER and len(rounds.checks) == NOTHING_EARNED_AFTER
 
 
 def test_windows_that_hold_the_gpu_long_are_capped_whatever_their_timed_work() -> None:
