@@ -85,6 +85,8 @@ class Measurement:
     samples_s: list[float]
     #: rounds the hooks saw: the samples' and any watched chunk's (ChunkWatch)
     rounds_run: int = 0
+    #: the host's seconds in the warm-up (compiles, autotuning, the first calls), if one was run
+    warm_s: float = 0.0
 
     @property
     def stats(self) -> Stats:
@@ -313,8 +315,10 @@ def measure(
     a call whose host side dwarfs its GPU time (a sync per call, Python between launches) once
     held the GPU eight times longer than its budget (docs/gpu-scheduling.md)."""
     clock, flush = CudaClock(), L2Flusher()
+    warming = time.perf_counter()
     if warm:
         expect_s = warm_up(calls)
+    warm_s = time.perf_counter() - warming
     deadline = None if max_wall_s is None else time.perf_counter() + max_wall_s
     pilot = pilot_rounds(expect_s, budget_s)
     samples, run = run_rounds(calls, pilot, clock, flush, hooks=hooks, watch=watch, deadline=deadline)
@@ -331,7 +335,7 @@ def measure(
         watch=watch,
         deadline=deadline,
     )
-    return Measurement(samples + more, run + run_more)
+    return Measurement(samples + more, run + run_more, warm_s)
 
 
 def loop_wall_time(call: Callable[[], Any], rounds: int) -> float:

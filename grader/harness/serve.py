@@ -189,6 +189,7 @@ class Timer:
                 launches = LaunchCounter.total()
                 if isinstance(request, protocol.TimeRequest):
                     profile: dict[str, Any] = {}
+                    started = time.perf_counter()
                     if request.profile:
                         # watched as correctness is: the same ops in the same part of the call
                         # (for some problems: the forward only)
@@ -196,6 +197,7 @@ class Timer:
                     launches = LaunchCounter.total()
                     l2_persisting.reset()  # what earlier rounds pinned in L2 is flushed like the rest
                     watch = timed_watch.ChunkProfiler(self.watch_calls, request.watch_round, self.rounds)
+                    measuring = time.perf_counter()
                     measured = timing.measure(
                         self.calls,
                         request.budget_s,
@@ -208,8 +210,16 @@ class Timer:
                     )
                     if measured.samples_s:
                         self.round_s = measured.median_ms / 1e3
+                    packing = time.perf_counter()
                     verified, payload = self.rounds.drain() if self.rounds else ([], {})
                     blob = protocol.pack_tensors(payload)
+                    host_s = {
+                        "the first call, watched": measuring - started,
+                        "warm-up": measured.warm_s,
+                        "rounds": packing - measuring - measured.warm_s - watch.spent_s,
+                        "the watched chunk": watch.spent_s,
+                        "samples packed": time.perf_counter() - packing,
+                    }
                     reply = protocol.Timed(
                         samples_s=measured.samples_s,
                         triton_launches=LaunchCounter.total() - launches,
@@ -217,6 +227,7 @@ class Timer:
                         verified=verified,
                         rounds_run=measured.rounds_run,
                         watched=watch.watched,
+                        host_s={k: round(v, 4) for k, v in host_s.items()},
                     )
                 elif isinstance(request, protocol.WarmRequest):
                     started = time.perf_counter()

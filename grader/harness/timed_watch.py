@@ -16,6 +16,7 @@ The orchestrator judges what was seen with the kernel rule's own wording
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -53,6 +54,7 @@ class ChunkProfiler:
     ) -> None:
         self.calls, self.at, self.rounds, self.device = calls, at, rounds, device
         self.watched: list[protocol.WatchedChunk] = []
+        self.spent_s = 0.0  # the host's time in watched chunks, the profiler's start and stop included
 
     def pick(self, index: int, rounds: int) -> tuple[list[Callable[[], Any]], int] | None:
         if self.at is None or not index <= self.at < index + rounds:
@@ -65,7 +67,9 @@ class ChunkProfiler:
     def watching(self, rounds: int) -> Iterator[None]:
         first = self.rounds.index if self.rounds is not None else 0
         record: dict[str, Any] = {}
+        started = time.perf_counter()
         with profiled(record, self.device, within=RANGE):
             yield
+        self.spent_s += time.perf_counter() - started
         seen = {k: v for k, v in record.items() if k != "gpu_kernels"}  # the harness's kernels are in there too
         self.watched.append(protocol.WatchedChunk(**seen, first_round=first, rounds=rounds))

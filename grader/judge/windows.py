@@ -113,6 +113,8 @@ def _window_pair(
         reply, payload = worker_call(request)
         wall = time.monotonic() - asked
     assert isinstance(reply, protocol.Timed)  # what a time request gets back (an error raises)
+    for step, seconds in list(reply.host_s.items())[:8]:
+        trace.note(seconds, *label, f"student, in the worker: {step[:40]}")
     samples = list(reply.samples_s)
     with trace.span(*label, "reference"):
         quiet()  # the worker is stopped while the reference is timed

@@ -129,6 +129,9 @@ class Timed(Message):
     #: rounds run, the watched chunk's included (their indices continue the samples'); None: as many as samples
     rounds_run: int | None = None
     watched: list[WatchedChunk] = []
+    #: the worker's host time by step (the first call watched, the warm-up, the rounds, the watched
+    #: chunk, the samples packed): for GRADER_TRACE only, never judged
+    host_s: dict[str, float] = Field(default_factory=dict, max_length=8)
 
 
 class Looped(Message):

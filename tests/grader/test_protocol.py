@@ -333,3 +333,14 @@ def test_the_honest_form_of_a_nested_header_reads() -> None:
     finally:
         os.close(read)
     assert isinstance(reply, protocol.Looped) and reply.triton_launches == 2 and blob == b""
+
+
+def test_a_timed_replys_host_steps_are_bounded_numbers() -> None:
+    """The worker's own step times travel for GRADER_TRACE only, and are held to a shape anyway."""
+    timed = protocol.Timed(samples_s=[1e-3], triton_launches=1, host_s={"warm-up": 0.5, "rounds": 0.05})
+    assert through_pipe(timed, b"", TIME.replies)[0] == timed
+    header = {"status": "ok", "samples_s": [1e-3], "triton_launches": 1}
+    with pytest.raises(protocol.ProtocolError, match="host_s"):
+        protocol.parse_reply({**header, "host_s": {str(i): 0.1 for i in range(9)}}, TIME.replies)
+    with pytest.raises(protocol.ProtocolError, match="host_s"):
+        protocol.parse_reply({**header, "host_s": {"rounds": "fast"}}, TIME.replies)
