@@ -81,6 +81,17 @@ def ratios(out: Path) -> dict[tuple[str, str], float]:
     return found
 
 
+def held_alone(out: Path) -> float:
+    """Seconds the batch's gradings held the GPU alone (their problems' timing phases, summed):
+    no concurrency makes a class's wall shorter than this, so one-at-a-time wall over it bounds
+    the speedup any `--jobs` can give."""
+    total = 0.0
+    for result in out.glob("*/result.json"):
+        for problem in json.loads(result.read_text()).get("problems", []):
+            total += float((problem.get("phases") or {}).get("timing_s") or 0.0)
+    return total
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -99,8 +110,9 @@ def main() -> int:
     walls: dict[str, float] = json.loads(walls_file.read_text()) if args.resume and walls_file.is_file() else {}
     seen: dict[str, dict[tuple[str, str, str], float]] = {}
     graded: dict[str, int] = {}
+    alone: dict[str, float] = {}
     for jobs in (concurrent, serial):
-        seen[jobs], graded[jobs] = {}, 0
+        seen[jobs], graded[jobs], alone[jobs] = {}, 0, 0.0
         for secret, folder in classes.items():
             out = args.out / f"jobs-{jobs}" / secret
             if args.phase == "both" or jobs == {"concurrent": concurrent, "serial": serial}[args.phase]:
@@ -108,6 +120,7 @@ def main() -> int:
                 walls_file.write_text(json.dumps(walls))  # what a cut run did is kept for --resume
             seen[jobs].update({(secret, *k): v for k, v in ratios(out).items()})
             graded[jobs] += len(list(out.glob("*/result.json")))
+            alone[jobs] += held_alone(out)
     students = sum(len(list(f.iterdir())) for f in classes.values())
     wall = {jobs: walls.get(jobs, 0.0) for jobs in (concurrent, serial)}
     lines = [
@@ -115,6 +128,9 @@ def main() -> int:
         f"({graded[concurrent]} graded), --jobs {serial}: {wall[serial]:.0f} s ({graded[serial]} graded); "
         f"throughput x{wall[serial] / max(wall[concurrent], 1e-9):.2f}"
         + ("" if graded[concurrent] == graded[serial] == students else " (not every grading ran: not comparable)"),
+        f"the GPU held alone for timing: {alone[concurrent]:.0f} s at --jobs {concurrent}, {alone[serial]:.0f} s at "
+        f"--jobs {serial}; the most any concurrency could give this class: "
+        f"x{wall[serial] / max(alone[concurrent], 1e-9):.2f}",
         "",
         f"| secret | student | problem | ratio --jobs {serial} | ratio --jobs {concurrent} | difference |",
         "| --- | --- | --- | ---: | ---: | ---: |",
