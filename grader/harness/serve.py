@@ -157,13 +157,18 @@ class Timer:
         #: the last window's median round (s): a slow kernel's next pilot is sized by it
         self.round_s: float | None = None
 
+    def _forget(self) -> None:
+        """Drop the shape's input sets (and their GPU memory: a stopped worker waiting for its timing
+        window holds none of a benchmark shape's gigabytes)."""
+        self.sets, self.calls, self.watch_calls, self.rounds, self.key = [], [], [], None, None
+        self.round_s = None
+        torch.cuda.empty_cache()
+
     def _prepare(self, request: protocol.ShapeRequest) -> Any:
         case = self.kind.case_model.model_validate(request.case)
         key = (request.case["name"], request.seed, request.sets, request.refill_seed, request.verify_seed)
         if key != self.key:
-            self.sets, self.calls, self.watch_calls, self.rounds, self.key = [], [], [], None, None
-            self.round_s = None
-            torch.cuda.empty_cache()
+            self._forget()
             self.sets = [self.kind.make_inputs(case, generator(request.seed + i, "cuda")) for i in range(request.sets)]
             self.calls = [self.kind.timed(self.fn, inputs) for inputs in self.sets]
             watched_fn = timed_watch.ranged(self.fn)
@@ -174,6 +179,65 @@ class Timer:
                 )
             self.key = key
         return case
+
+    def _time(self, request: protocol.TimeRequest, case: Any) -> tuple[protocol.Timed, bytes]:
+        """One timed window: rounds until the budget, a watched chunk, a sample of outputs packed."""
+        profile: dict[str, Any] = {}
+        started = time.perf_counter()
+        if request.profile:
+            # watched as correctness is: the same ops in the same part of the call (for some
+            # problems: the forward only)
+            profile = calls.watched(self.kind, self.fn, self.sets[0], case, "cuda")[1]
+        launches = LaunchCounter.total()
+        l2_persisting.reset()  # what earlier rounds pinned in L2 is flushed like the rest
+        watch = timed_watch.ChunkProfiler(self.watch_calls, request.watch_round, self.rounds)
+        measuring = time.perf_counter()
+        measured = timing.measure(
+            self.calls,
+            request.budget_s,
+            warm=request.warm,
+            min_s=request.min_s,
+            hooks=self.rounds,
+            expect_s=self.round_s,
+            watch=watch,
+            max_wall_s=request.max_wall_s,
+        )
+        if measured.samples_s:
+            self.round_s = measured.median_ms / 1e3
+        packing = time.perf_counter()
+        verified, payload = self.rounds.drain() if self.rounds else ([], {})
+        blob = protocol.pack_tensors(payload)
+        host_s = {
+            "the first call, watched": measuring - started,
+            "warm-up": measured.warm_s,
+            "rounds": packing - measuring - measured.warm_s - watch.spent_s,
+            "the watched chunk": watch.spent_s,
+            "samples packed": time.perf_counter() - packing,
+        }
+        reply = protocol.Timed(
+            samples_s=measured.samples_s,
+            triton_launches=LaunchCounter.total() - launches,
+            profile=protocol.Profile(**profile) if profile else None,
+            verified=verified,
+            rounds_run=measured.rounds_run,
+            watched=watch.watched,
+            host_s={k: round(v, 4) for k, v in host_s.items()},
+        )
+        return reply, blob
+
+    def _warm(self) -> protocol.Warmed:
+        """Each input set's call once, untimed (compiles and autotuning done beside other gradings);
+        the shape's inputs are dropped after, whatever the calls did."""
+        started = time.perf_counter()
+        calls_made = len(self.calls)
+        try:
+            with autotune_reset.tuned_again_when_timed():
+                for call in self.calls:
+                    call()
+                torch.cuda.synchronize()
+        finally:
+            self._forget()
+        return protocol.Warmed(call_s=(time.perf_counter() - started) / max(calls_made, 1))
 
     def handle(
         self,
@@ -188,54 +252,9 @@ class Timer:
                 case = self._prepare(request)
                 launches = LaunchCounter.total()
                 if isinstance(request, protocol.TimeRequest):
-                    profile: dict[str, Any] = {}
-                    started = time.perf_counter()
-                    if request.profile:
-                        # watched as correctness is: the same ops in the same part of the call
-                        # (for some problems: the forward only)
-                        profile = calls.watched(self.kind, self.fn, self.sets[0], case, "cuda")[1]
-                    launches = LaunchCounter.total()
-                    l2_persisting.reset()  # what earlier rounds pinned in L2 is flushed like the rest
-                    watch = timed_watch.ChunkProfiler(self.watch_calls, request.watch_round, self.rounds)
-                    measuring = time.perf_counter()
-                    measured = timing.measure(
-                        self.calls,
-                        request.budget_s,
-                        warm=request.warm,
-                        min_s=request.min_s,
-                        hooks=self.rounds,
-                        expect_s=self.round_s,
-                        watch=watch,
-                        max_wall_s=request.max_wall_s,
-                    )
-                    if measured.samples_s:
-                        self.round_s = measured.median_ms / 1e3
-                    packing = time.perf_counter()
-                    verified, payload = self.rounds.drain() if self.rounds else ([], {})
-                    blob = protocol.pack_tensors(payload)
-                    host_s = {
-                        "the first call, watched": measuring - started,
-                        "warm-up": measured.warm_s,
-                        "rounds": packing - measuring - measured.warm_s - watch.spent_s,
-                        "the watched chunk": watch.spent_s,
-                        "samples packed": time.perf_counter() - packing,
-                    }
-                    reply = protocol.Timed(
-                        samples_s=measured.samples_s,
-                        triton_launches=LaunchCounter.total() - launches,
-                        profile=protocol.Profile(**profile) if profile else None,
-                        verified=verified,
-                        rounds_run=measured.rounds_run,
-                        watched=watch.watched,
-                        host_s={k: round(v, 4) for k, v in host_s.items()},
-                    )
+                    reply, blob = self._time(request, case)
                 elif isinstance(request, protocol.WarmRequest):
-                    started = time.perf_counter()
-                    with autotune_reset.tuned_again_when_timed():
-                        for call in self.calls:
-                            call()
-                        torch.cuda.synchronize()
-                    reply = protocol.Warmed(call_s=(time.perf_counter() - started) / max(len(self.calls), 1))
+                    reply = self._warm()
                 elif isinstance(request, protocol.ProfileRequest):
                     reply = kernel_profile.profile_call(self.calls)
                     if request.ncu:

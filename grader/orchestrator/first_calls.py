@@ -24,8 +24,13 @@ if TYPE_CHECKING:
 
 
 def make(run: ProblemRun) -> str | None:
-    """Each benchmark shape's calls once, in `run`'s worker; why they failed (its worker stopped
-    where it cannot go on), or None. A failure here is the timing's: the problem is not timed."""
+    """Each benchmark shape's calls once, in `run`'s worker; why the problem cannot be timed, or None.
+
+    Best effort: a call that raises stops the first calls and leaves the verdict to the timing,
+    which makes the same call alone on the GPU (an out-of-memory error here may be another
+    grading's doing, beside which these calls ran). Only what timing could not undo is final: the
+    problem's time limit spent, the worker dead (a crash at the benchmark shape) or told to leave.
+    The worker keeps none of a shape's inputs once its calls are made (`Timer._forget`)."""
     name, limit = run.problem.name, run.limit
     try:
         for case in run.problem.benchmarks:
@@ -38,9 +43,10 @@ def make(run: ProblemRun) -> str | None:
                 finally:
                     run.pause()  # a worker runs only while its grading holds the GPU
             if isinstance(reply, protocol.Failed):
-                if reply.fatal:
-                    run.close()
-                return f"the first call at {case.name} failed: {reply.message}"
+                if not reply.fatal:
+                    return None  # the timing makes the call again, alone, and says what it raised
+                run.close()
+                return f"the first call at {case.name} ended its worker: {reply.message}"
             assert isinstance(reply, protocol.Warmed)  # the only other reply a warm request may get
             trace.note(reply.call_s, name, case.name, "in the worker: one first call")
     except WorkerTimeout:

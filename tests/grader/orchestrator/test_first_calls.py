@@ -69,14 +69,14 @@ def test_an_autotuned_kernel_is_warmed_beside_others_and_timed(make_submission, 
 
 
 @pytest.mark.gpu
-def test_a_kernel_that_fails_only_at_the_benchmark_shapes_is_not_timed(make_submission, tmp_path: Path) -> None:
+def test_a_kernel_that_fails_only_at_the_benchmark_shapes_fails_its_timing(make_submission, tmp_path: Path) -> None:
+    """The first call raises beside other gradings; the timing makes it again alone and says so."""
     gelu = graded(make_submission(gelu=FAILS_WHEN_LARGE), tmp_path / "out")
     assert gelu["status"] == "passed", gelu  # every correctness case passed
     perf = gelu["performance"]
     assert perf["status"] == "skipped" and perf["score"] == 0
-    assert "the first call at 16384x16384-fp32 failed" in perf["reason"]
-    assert "does not fit a large input" in perf["reason"]
-    assert gelu["phases"]["timing_s"] < 1.0  # the GPU was not taken alone for it
+    assert perf["reason"].startswith("timing failed:") and "does not fit a large input" in perf["reason"]
+    assert gelu["phases"]["timing_s"] < 5.0  # a failing call, not a timed window
 
 
 @pytest.mark.gpu
