@@ -263,7 +263,7 @@ def _short(v: dict[str, Any] | None) -> str:
     return "-" if v is None else f"{v['status']}, correctness {v['correctness']:.2f}"
 
 
-PHASES = ("worker_start_s", "correctness_s", "warm_s", "timing_s", "gpu_wait_s")
+PHASES = ("worker_start_s", "correctness_s", "warm_s", "timing_s", "checks_s", "gpu_wait_s")
 
 
 def phase_sums(result: dict[str, Any] | None) -> dict[str, float]:
@@ -282,7 +282,8 @@ def class_summary(spent: list[dict[str, Any]]) -> str:
         f"{len(spent)} gradings, the last ended at {max((r['ended_s'] for r in spent), default=0):.0f} s: "
         f"worker start {total['worker_start_s']:.0f} s, correctness {total['correctness_s']:.0f} s, "
         f"first calls at the benchmark shapes {total['warm_s']:.0f} s, "
-        f"timing {total['timing_s']:.0f} s (alone on the GPU), waiting for the GPU {total['gpu_wait_s']:.0f} s"
+        f"timing {total['timing_s']:.0f} s (alone on the GPU), timed rounds checked {total['checks_s']:.0f} s, "
+        f"waiting for the GPU {total['gpu_wait_s']:.0f} s"
     )
 
 

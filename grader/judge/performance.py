@@ -26,7 +26,7 @@ from grader.judge import gpu_state, pytorch_anchor, stopping
 from grader.judge.checks import compare, kernel_check, output_contract, payload_issue
 from grader.judge.roofline import achieved, roofline_floor_s
 from grader.judge.scoring import geomean, performance_fraction
-from grader.judge.windows import Rounds, WorkerCall, alternate
+from grader.judge.windows import WorkerCall, alternate
 from grader.loading import load_function
 from grader.orchestrator import trace
 from grader.problems.base import ProblemKind, case_seed, chosen, generator, round_seed
@@ -168,15 +168,37 @@ def clock_flags(median_s: float, floor_s: float, rounds: int, reported_s: float,
     return flags
 
 
-def _checked_rounds(side: ReferenceSide, case: Case, seeds: ShapeSeeds, rounds: Rounds) -> list[str]:
-    """The sampled timed rounds checked against fresh inputs, once timing is over (never beside it)."""
-    kind, flags = side.kind, []
-    inputs = kind.make_inputs(case, generator(seeds.inputs, "cuda"))
-    for first, count, verified, payload in rounds.checks:
-        flags += verify_rounds(kind, side.problem, case, seeds, first, count, verified, payload, inputs)
-        if flags:
-            break
-    return flags
+@dataclass
+class ShapeChecks:
+    """A timed shape's sampled rounds, still to be checked against fresh inputs.
+
+    Checking is GPU work of the orchestrator's (the inputs again, the float64 definition at the
+    sampled places), but not timing: `grade` runs it once the GPU is no longer held alone, beside
+    other gradings' correctness calls (about 0.8 s of a four-problem grading that held the GPU
+    alone before)."""
+
+    side: ReferenceSide
+    case: Case
+    seeds: ShapeSeeds
+    checks: list[tuple[int, int, list[protocol.VerifiedRound], Any]]
+    shape: ShapeTiming
+    device: str = "cuda"  # where the inputs are drawn again (the worker drew them there)
+
+    def run(self) -> list[str]:
+        """The flags of the first broken round (none when every checked round is right); they are
+        added to the shape's own."""
+        kind, flags = self.side.kind, []
+        with trace.span(self.side.problem.name, self.case.name, "checking the sampled timed rounds"):
+            inputs = kind.make_inputs(self.case, generator(self.seeds.inputs, self.device))
+            for first, count, verified, payload in self.checks:
+                flags += verify_rounds(
+                    kind, self.side.problem, self.case, self.seeds, first, count, verified, payload, inputs
+                )
+                if flags:
+                    break
+            del inputs
+        self.shape.flags += flags
+        return flags
 
 
 def launch_flags(launches: list[tuple[int, int]], label: str = "timed window {}") -> list[str]:
@@ -248,8 +270,9 @@ def measure_shape(
     gpu: str,
     quiet: Callable[[], None] = lambda: None,
     rule: stopping.Rule | None = None,
-) -> ShapeTiming:
-    """Time one benchmark shape on both sides; flags say why a time cannot be trusted.
+) -> tuple[ShapeTiming, ShapeChecks | None]:
+    """Time one benchmark shape on both sides; flags say why a time cannot be trusted, and the
+    sampled rounds' checks are returned to be run once the GPU is no longer held alone.
 
     `quiet` pauses the worker before the reference is timed (the worker's next call resumes it),
     so nothing the submission left running shares the GPU with the reference's rounds. The
@@ -279,11 +302,10 @@ def measure_shape(
         pytorch_anchor.keep(anchor, pytorch_ms)
     del ref_calls, torch_calls, ref_sets
     if not rounds.student or any(not (s == s) or s <= 0 for s in rounds.student):
-        return ShapeTiming(name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"])
+        return ShapeTiming(
+            name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"]
+        ), None
     flags = launch_flags(rounds.launches) + watched_flags(side.problem, case, rounds.watched)
-    if checking:
-        with trace.span(*label, "checking the sampled timed rounds"):
-            flags += _checked_rounds(side, case, seeds, rounds)
     torch.cuda.empty_cache()
     s_meas, r_meas = timing.Measurement(rounds.student), timing.Measurement(rounds.reference)
     s_med = s_meas.median_ms / 1e3
@@ -293,7 +315,7 @@ def measure_shape(
     value, unit = achieved(kind, case, s_med)
     ratio = rounds.ratio
     low, high = stopping.interval(ratio, rounds.ratios)
-    return ShapeTiming(
+    timed = ShapeTiming(
         name=case.name,
         case=kind.describe(case),
         student_ms=round(s_meas.median_ms, 5),
@@ -313,6 +335,7 @@ def measure_shape(
         verified_rounds=sum(len(v) for _, _, v, _ in rounds.checks),
         flags=flags,
     )
+    return timed, ShapeChecks(side, case, seeds, rounds.checks, timed) if checking else None
 
 
 def rule_for(problem: Problem) -> stopping.Rule:

@@ -151,15 +151,17 @@ def _grade(
             for other in runs:  # nothing else of this submission runs while one problem is timed
                 if other is not run:
                     other.pause()
-            result = run.finish(tests)
-            # a finding in a helper file (not one of the four modules) could serve any problem
-            result.findings = [
-                f
-                for f in findings
-                if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules
-            ]
-            isolation = run.isolation or isolation
-            problems.append(result)
+            run.measure(tests)
+    for run, tests in zip(runs, checked):  # the rest needs the GPU no more than a correctness call does
+        result = run.finish(tests)
+        # a finding in a helper file (not one of the four modules) could serve any problem
+        result.findings = [
+            f
+            for f in findings
+            if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules
+        ]
+        isolation = run.isolation or isolation
+        problems.append(result)
     graded = [p.name for p in problems]
     result = Result(
         assignment=AssignmentRef(

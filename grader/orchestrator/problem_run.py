@@ -5,29 +5,26 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from grader import kernel_cache, protocol
-from grader.judge import performance, scoring, windows
+from grader.judge import performance, scoring
 from grader.judge.checks import case_label, check_call, profiled_kernel_check
-from grader.orchestrator import first_calls, gpu_lease, profiles, trace, untimed
+from grader.orchestrator import first_calls, gpu_lease, profiles, timed_shapes, trace
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
-from grader.records.model import Performance, Phases, ProblemResult, TestResult
+from grader.records.model import Performance, Phases, ProblemResult, ShapeProfile, ShapeTiming, TestResult
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.process import Waiting, WorkerDied, WorkerProcess, WorkerTimeout
 from grader.spec.model import Case, Problem
 
 MAX_RESTARTS = 2
 IMPORTS_LIMIT_S = 120.0  # a worker's imports: the grader's start-up, not the problem's time
-
-
-class _TimingFailed(Exception):
-    pass
 
 
 class ProblemRun:
@@ -65,6 +62,14 @@ class ProblemRun:
         #: the GPU's lease: correctness calls shared with other gradings, timed windows alone
         self.lease = gpu_lease.for_device(device)
         self.phases = Phases()
+        self.waited = 0.0  # waiting for other problems' timing: not the problem's own time
+        #: what `measure` left for `finish`: why nothing was timed, or the shapes still to score
+        self.timed: Performance | list[ShapeTiming] = Performance(
+            status="skipped", reason="not timed", max_score=problem.points.performance
+        )
+        self.checks: list[performance.ShapeChecks] = []
+        self.profiled: list[ShapeProfile] = []
+        self.gpu_name = ""
 
     @contextmanager
     def gpu_hold(self) -> Iterator[Waiting | None]:
@@ -107,7 +112,7 @@ class ProblemRun:
             self.phases.worker_start_s += spent
             self.deadline += spent  # nothing of the submission ran: a loaded machine's time, not theirs
 
-    def _start_worker(self, waiting: Waiting | None = None) -> None:
+    def start_worker(self, waiting: Waiting | None = None) -> None:
         """The worker's start past its imports (the GPU held, on a GPU): the submission imported."""
         self._begin_worker()
         assert self.worker is not None
@@ -120,7 +125,7 @@ class ProblemRun:
             for step, seconds in list(greeting.start_s.items())[:8]:
                 trace.note(seconds, self.problem.name, f"worker start: {step[:60]}")
         if isinstance(greeting, protocol.ImportFailed):
-            self._stop_worker()
+            self.stop_worker()
             self.fatal = f"could not load {self.problem.module}.{self.problem.function}: {greeting.message}"
             tb = greeting.traceback
             if tb and tb.strip() not in self.fatal:
@@ -128,9 +133,9 @@ class ProblemRun:
 
     def close(self) -> None:
         """Stop this problem's worker, whatever state the grading is in (grade()'s `finally`)."""
-        self._stop_worker()
+        self.stop_worker()
 
-    def _stop_worker(self) -> None:
+    def stop_worker(self) -> None:
         if self.worker is not None:
             self.worker.close()
             text = self.worker.output()
@@ -169,7 +174,7 @@ class ProblemRun:
         max_blob = sum(t.numel() * 8 for t in expected.values()) + (1 << 20)
         if self.worker is None or not self.worker.ready:
             with trace.span(self.problem.name, "worker start"):
-                self._start_worker(waiting)
+                self.start_worker(waiting)
             if self.fatal:
                 return False, self.fatal
         assert self.worker is not None
@@ -178,7 +183,7 @@ class ProblemRun:
             reply, blob = self.worker.call(request, protocol.pack_tensors(inputs), self.deadline, max_blob, waiting)
         if isinstance(reply, protocol.Failed):
             if reply.fatal:
-                self._stop_worker()
+                self.stop_worker()
             return False, f"{reply.message}\n{reply.traceback}".strip()
         assert isinstance(reply, protocol.Called)  # the only other reply a call may get
         trace.note(reply.call_s, *label, "in the worker: the call, profiled")
@@ -232,11 +237,11 @@ class ProblemRun:
                     except WorkerTimeout:
                         stop_reason = f"the problem's time limit of {self.limit:g} s ran out (during case {case.name})"
                         status, message = "error", stop_reason
-                        self._stop_worker()
+                        self.stop_worker()
                         break
                     except (WorkerDied, protocol.ProtocolError) as exc:
                         self.restarts += 1
-                        self._stop_worker()
+                        self.stop_worker()
                         died = isinstance(exc, WorkerDied)  # its str is its reason
                         message = f"{exc} during case {case.name}" if died else f"the worker sent malformed data: {exc}"
                         status, broke = "error", "crashed" if died else "broke the protocol or crashed"
@@ -268,16 +273,34 @@ class ProblemRun:
         self.phases.correctness_s = self.checked_at - self.started
         return tests
 
-    def finish(self, tests: list[TestResult]) -> ProblemResult:
-        """The performance half and the problem's result; the worker is stopped at the end."""
+    def measure(self, tests: list[TestResult]) -> None:
+        """The performance half's timed part, with the GPU held alone (grade's `_timing_lease`)."""
         # time spent waiting for other problems' timing does not count against this problem's limit
-        waited = time.monotonic() - self.checked_at
-        self.deadline += waited
+        self.waited = time.monotonic() - self.checked_at
+        self.deadline += self.waited
         timing_started = time.monotonic()
-        perf = self._performance(tests)
-        ok = self.options.profile and self.device == "cuda" and self._clean(tests)  # `--profile`: a report
-        shapes = profiles.profile_shapes(self.problem, self.kind, self.options.secret, self._timing_call) if ok else []
+        self.timed = timed_shapes.measure(self, tests)
+        ok = self.options.profile and self.device == "cuda" and self.clean(tests)  # `--profile`: a report
+        self.profiled = (
+            profiles.profile_shapes(self.problem, self.kind, self.options.secret, partial(timed_shapes.call, self))
+            if ok
+            else []
+        )
         self.phases.timing_s = time.monotonic() - timing_started
+        if self.worker is not None:
+            self.worker.pause()  # nothing of it runs once its timing is over
+
+    def finish(self, tests: list[TestResult]) -> ProblemResult:
+        """The problem's result, once the GPU is no longer held alone: the sampled timed rounds
+        checked beside other gradings' calls, the kernel cache kept, the worker stopped."""
+        perf = self.timed
+        if isinstance(perf, list):
+            started = time.monotonic()
+            with self.gpu_hold():
+                for check in self.checks:
+                    check.run()
+            self.phases.checks_s = time.monotonic() - started
+            perf = performance.score(self.problem, perf, self.gpu_name)
         if self.kernel_slot is not None and self.worker is not None:
             saving = time.monotonic()
             kept = self.worker.save_kernel_cache(self.kernel_slot)
@@ -287,9 +310,9 @@ class ProblemRun:
                 trace.note(time.monotonic() - saving, self.problem.name, what + cut)
                 if kept.stopped:
                     self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
-        self._stop_worker()
-        result = self._result(self.cases, tests, perf, time.monotonic() - self.started - waited)
-        result.profile = shapes
+        self.stop_worker()
+        result = self._result(self.cases, tests, perf, time.monotonic() - self.started - self.waited)
+        result.profile = self.profiled
         return result
 
     # -- performance ------------------------------------------------------------------------------
@@ -302,70 +325,14 @@ class ProblemRun:
             self.checked_at = time.monotonic()  # the problem's own time, as correctness is
             self.phases.warm_s = self.checked_at - started
 
-    def _clean(self, tests: list[TestResult]) -> bool:
+    def clean(self, tests: list[TestResult]) -> bool:
         return not (self.cheat or self.fatal) and bool(tests) and all(t.status == "passed" for t in tests)
 
     def will_time(self, tests: list[TestResult]) -> bool:
         """Whether the performance half will time or profile anything (grade() takes the GPU alone for it)."""
         wanted = self.options.time_performance or self.options.profile
         timed_here = self.device == "cuda" and wanted and bool(self.problem.benchmarks)
-        return timed_here and self._clean(tests) and self.unwarmed is None
-
-    def _performance(self, tests: list[TestResult]) -> Performance:
-        skipped = untimed.reason(self.problem, self.device, self.options, self._clean(tests), self.unwarmed)
-        if skipped is not None:
-            return skipped
-        gpu = torch.cuda.get_device_name()
-        try:
-            side = performance.ReferenceSide(
-                self.kind, self.problem, performance.load_reference(self.problem, self.options.reference_dir)
-            )
-            shapes = []
-            for case in self.problem.benchmarks:
-                seeds = performance.ShapeSeeds.draw(self.options.secret, self.problem.name, case)
-                with trace.span(self.problem.name, case.name, "timing, all of it"):
-                    shapes.append(
-                        performance.measure_shape(self._timing_call, side, case, seeds, gpu, quiet=self.pause)
-                    )
-                if self.options.progress:
-                    self.options.progress(f"{self.problem.name}: timed {case.name}")
-                torch.cuda.empty_cache()
-        except _TimingFailed as failed:
-            points = self.problem.points.performance
-            return Performance(status="skipped", reason=f"timing failed: {failed}", score=0, max_score=points, gpu=gpu)
-        return performance.score(self.problem, shapes, gpu)
-
-    def _timing_call(
-        self, request: protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest
-    ) -> tuple[protocol.Timed | protocol.Looped | protocol.Profiled, Any]:
-        """One timing request; the reply and its sampled outputs (for `performance.verify_rounds`)."""
-        bound = self.deadline
-        try:
-            if self.worker is None or not self.worker.ready:
-                self._start_worker()
-                if self.fatal or self.worker is None:
-                    raise _TimingFailed(self.fatal or "the worker did not start")
-            # the GPU is held alone: one request may not hold it for the problem's whole limit
-            bound = time.monotonic() + windows.REQUEST_LIMIT_S
-            bound = self.deadline if isinstance(request, protocol.ProfileRequest) else min(self.deadline, bound)
-            reply, blob = self.worker.call(request, b"", bound, performance.MAX_TIMING_BLOB)
-            payload = protocol.unpack_tensors(blob) if blob else {}
-        except WorkerTimeout:
-            self._stop_worker()
-            if bound < self.deadline:
-                raise _TimingFailed(windows.request_limit_reason(request)) from None
-            raise _TimingFailed(f"the problem's time limit of {self.limit:g} s ran out while timing") from None
-        except (WorkerDied, protocol.ProtocolError) as exc:
-            self._stop_worker()
-            raise _TimingFailed(str(exc)) from None
-        if isinstance(reply, protocol.Failed):
-            if reply.fatal:
-                self._stop_worker()
-            raise _TimingFailed(reply.message)
-        assert isinstance(reply, (protocol.Timed, protocol.Looped, protocol.Profiled))  # the other replies it may get
-        # what timed calls launch, and what the watched ones ran, are judged with the shape's other
-        # flags (performance.launch_flags, performance.watched_flags): they withhold the performance
-        return reply, payload
+        return timed_here and self.clean(tests) and self.unwarmed is None
 
     def _result(
         self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float

@@ -156,6 +156,8 @@ class Phases(Record):
     #: the benchmark shapes' first calls (compiling at those shapes), beside other gradings, before timing
     warm_s: float = 0.0
     timing_s: float = 0.0
+    #: the timed rounds' sampled outputs checked, after timing, beside other gradings
+    checks_s: float = 0.0
     #: waiting for the GPU's lease (another grading's timed window, or its calls before ours)
     gpu_wait_s: float = 0.0
 

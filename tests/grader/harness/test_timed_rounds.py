@@ -23,7 +23,7 @@ from grader.harness import calls
 from grader.harness.timed_rounds import FreshRounds
 from grader.harness.watch import LaunchCounter
 from grader.judge.checks import kernel_check
-from grader.judge.performance import ShapeSeeds, review_reason, score, verify_rounds
+from grader.judge.performance import ReferenceSide, ShapeChecks, ShapeSeeds, review_reason, score, verify_rounds
 from grader.loading import load_file
 from grader.problems import REGISTRY
 from grader.problems.base import generator
@@ -63,10 +63,10 @@ def matmul_case(**fields: Any) -> Any:
     return REGISTRY["matmul"].case_model(name="bench", m=130, n=48, k=32, dtype="float32", **fields)
 
 
-def run_rounds(
+def play_rounds(
     problem: str, case: Any, fn: Callable[..., Any], rounds: int, chunk: int = 8, refill: bool = True
-) -> tuple[list[str], list[dict[str, Any]], FreshRounds]:
-    """`rounds` timed rounds in the order the timing loop runs them; the flags they earn."""
+) -> tuple[list[Any], dict[str, torch.Tensor], FreshRounds]:
+    """`rounds` timed rounds in the order the timing loop runs them: what the worker sends back."""
     kind = REGISTRY[problem]
     seeds = ShapeSeeds.draw("test-secret", problem, case)
     # drawn where the grader draws them: on the GPU, with the GPU's generator
@@ -79,6 +79,16 @@ def run_rounds(
         result = calls[i % 2]()
         hooks.after(result, (i + 1) % chunk == 0 or i == rounds - 1)
     verified, payload = hooks.drain()
+    return verified, payload, hooks
+
+
+def run_rounds(
+    problem: str, case: Any, fn: Callable[..., Any], rounds: int, chunk: int = 8, refill: bool = True
+) -> tuple[list[str], list[dict[str, Any]], FreshRounds]:
+    """`rounds` timed rounds in the order the timing loop runs them; the flags they earn."""
+    kind = REGISTRY[problem]
+    verified, payload, hooks = play_rounds(problem, case, fn, rounds, chunk, refill)
+    seeds = ShapeSeeds.draw("test-secret", problem, case)
     checking = kind.make_inputs(case, generator(seeds.inputs, DEVICE))
     return (
         verify_rounds(kind, SPEC.problem(problem), case, seeds, 0, rounds, verified, payload, checking),
@@ -259,3 +269,27 @@ def test_review_marks_a_large_speedup_without_taking_points() -> None:
     graded = score(problem, shapes, "H200")
     assert graded.status == "measured" and graded.score == problem.points.performance and graded.review
     assert score(problem, shapes[:1], "H200").review is None
+
+
+@pytest.mark.parametrize("cheat", [False, True])
+def test_checks_left_for_after_the_window_withhold_the_points_when_they_run(cheat: bool) -> None:
+    """Timing no longer checks its sampled rounds inside the exclusive window: `ShapeChecks` carries
+    them to `ProblemRun.finish`, which runs them and only then scores. A wrong round still costs
+    the performance points; its honest twin keeps them."""
+    switches = {} if cheat else {"FULL_CALLS": 10**9}
+    fn = load(CHEATS / "partial-work-later" / "matmul.py", **switches).triton_matmul
+    case = matmul_case()
+    verified, payload, _ = play_rounds("matmul", case, fn, rounds=24)
+    kind, problem = REGISTRY["matmul"], SPEC.problem("matmul")
+    shape = ShapeTiming(name=case.name, case="", ratio=1.0, ratio_low=0.99, ratio_high=1.01)
+    seeds = ShapeSeeds.draw("test-secret", "matmul", case)
+    side = ReferenceSide(kind, problem, fn)
+    pending = ShapeChecks(side, case, seeds, [(0, 24, verified, payload)], shape, DEVICE)
+    assert score(problem, [shape], "H200").status == "measured"  # what scoring before the checks would say
+    flags = pending.run()
+    graded = score(problem, [shape], "H200")
+    if cheat:
+        assert flags and shape.flags == flags and "computed a wrong result" in flags[0]
+        assert graded.status == "flagged" and graded.score == 0
+    else:
+        assert flags == [] and graded.status == "measured" and graded.score == problem.points.performance

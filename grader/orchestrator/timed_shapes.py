@@ -1,0 +1,90 @@
+"""A problem's benchmark shapes timed against the reference, with the GPU held alone.
+
+`measure` runs while grade's `_timing_lease` is held: each shape's alternating windows, the
+wall-clock check, the PyTorch anchor. What needs the GPU but not alone (the sampled rounds'
+checks, `performance.ShapeChecks`) is left on the run for `ProblemRun.finish`, which scores the
+shapes once those checks have added their flags.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from grader import protocol
+from grader.judge import performance, windows
+from grader.orchestrator import trace, untimed
+from grader.records.model import Performance, ShapeTiming, TestResult
+from grader.sandbox.process import WorkerDied, WorkerTimeout
+
+if TYPE_CHECKING:
+    from grader.orchestrator.problem_run import ProblemRun
+
+
+class TimingFailed(Exception):
+    """Why a problem's timing ended early: the record's reason, after "timing failed: "."""
+
+
+def measure(run: ProblemRun, tests: list[TestResult]) -> Performance | list[ShapeTiming]:
+    """Why the problem is not timed, or its shapes timed (still to be checked and scored)."""
+    skipped = untimed.reason(run.problem, run.device, run.options, run.clean(tests), run.unwarmed)
+    if skipped is not None:
+        return skipped
+    run.gpu_name = gpu = torch.cuda.get_device_name()
+    name = run.problem.name
+    try:
+        side = performance.ReferenceSide(
+            run.kind, run.problem, performance.load_reference(run.problem, run.options.reference_dir)
+        )
+        shapes = []
+        for case in run.problem.benchmarks:
+            seeds = performance.ShapeSeeds.draw(run.options.secret, name, case)
+            with trace.span(name, case.name, "timing, all of it"):
+                shape, checks = performance.measure_shape(partial(call, run), side, case, seeds, gpu, quiet=run.pause)
+            shapes.append(shape)
+            run.checks += [checks] if checks is not None else []
+            if run.options.progress:
+                run.options.progress(f"{name}: timed {case.name}")
+            torch.cuda.empty_cache()
+    except TimingFailed as failed:
+        run.checks = []
+        points = run.problem.points.performance
+        return Performance(status="skipped", reason=f"timing failed: {failed}", score=0, max_score=points, gpu=gpu)
+    return shapes
+
+
+def call(
+    run: ProblemRun, request: protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest
+) -> tuple[protocol.Timed | protocol.Looped | protocol.Profiled, Any]:
+    """One timing request to `run`'s worker; the reply and its sampled outputs (for
+    `performance.verify_rounds`). Raises TimingFailed with the reason the record gives."""
+    bound = run.deadline
+    try:
+        if run.worker is None or not run.worker.ready:
+            run.start_worker()
+            if run.fatal or run.worker is None:
+                raise TimingFailed(run.fatal or "the worker did not start")
+        # the GPU is held alone: one request may not hold it for the problem's whole limit
+        bound = time.monotonic() + windows.REQUEST_LIMIT_S
+        bound = run.deadline if isinstance(request, protocol.ProfileRequest) else min(run.deadline, bound)
+        reply, blob = run.worker.call(request, b"", bound, performance.MAX_TIMING_BLOB)
+        payload = protocol.unpack_tensors(blob) if blob else {}
+    except WorkerTimeout:
+        run.stop_worker()
+        if bound < run.deadline:
+            raise TimingFailed(windows.request_limit_reason(request)) from None
+        raise TimingFailed(f"the problem's time limit of {run.limit:g} s ran out while timing") from None
+    except (WorkerDied, protocol.ProtocolError) as exc:
+        run.stop_worker()
+        raise TimingFailed(str(exc)) from None
+    if isinstance(reply, protocol.Failed):
+        if reply.fatal:
+            run.stop_worker()
+        raise TimingFailed(reply.message)
+    assert isinstance(reply, (protocol.Timed, protocol.Looped, protocol.Profiled))  # the other replies it may get
+    # what timed calls launch, and what the watched ones ran, are judged with the shape's other
+    # flags (performance.launch_flags, performance.watched_flags): they withhold the performance
+    return reply, payload
