@@ -333,6 +333,9 @@ def time_softmax(sm, dev, compile_anchors=True):
         copy = gbs(nbytes, bench(lambda: y.copy_(x)))
         comp = maybe(lambda: gbs(nbytes, bench(lambda: softmax_compiled(x)))) if softmax_compiled else None
         note = f"copy {copy:,.0f} GB/s, ours {100 * ours / copy:.0f}% of copy; torch.compile {fmt(comp)} GB/s"
+        if N > sm._MAX_FUSED_N:  # the long-row paths side by side: one pass (default where it fits), split
+            split = gbs(nbytes, bench(lambda: sm._split_launch(x, y)))
+            note += f"; split path {split:,.0f} GB/s" + ("" if sm._one_pass_parts(x) else " (the default here)")
         row("softmax", f"{M}x{N}", dt, "GB/s", ours, ref, ">= torch and >= 85% of copy", max(ref, 0.85 * copy), note)
         del x, y
 
@@ -515,6 +518,39 @@ def sweep_softmax(sm, dev, budget_s):
         del x, y
 
 
+def sweep_softmax_one_pass(sm, dev, budget_s):
+    """The one-pass long-row path: (chunk, num_warps) -> GB/s, and how often a wait ran out."""
+    t_end = time.time() + budget_s
+    log("softmax sweep: one-pass long rows, (chunk, num_warps) -> GB/s")
+    for (M, N), dt in [
+        ((1024, 262144), torch.float32),
+        ((1024, 262144), torch.bfloat16),
+        ((4096, 65536), torch.float32),
+        ((8, 1 << 20), torch.float32),
+        ((1, 1 << 20), torch.float32),
+    ]:
+        x = torch.randn(M, N, device=dev, dtype=dt)
+        y = torch.empty_like(x)
+        nbytes = 2 * x.numel() * x.element_size()
+        res = []
+        for chunk in (4096, 8192, 16384):
+            for w in (4, 8, 16):
+                parts = sm._one_pass_parts(x, chunk, w)
+                if not parts or chunk // (32 * w) > 64 or time.time() > t_end:
+                    continue
+                try:
+                    ms = bench(lambda: sm._one_pass_launch(x, y, parts, chunk, num_warps=w), rep=50)
+                    res.append((gbs(nbytes, ms), chunk, w))
+                except Exception as e:  # noqa: BLE001
+                    log(f"    fail chunk={chunk} w={w}: {repr(e)[:120]}")
+        res.sort(reverse=True)
+        log(f"  {M}x{N} {dt}: " + ", ".join(f"{c}/w{w}: {v:,.0f}" for v, c, w in res[:9]))
+        split = gbs(nbytes, bench(lambda: sm._split_launch(x, y), rep=50))
+        default = gbs(nbytes, bench(lambda: sm.triton_softmax(x), rep=50))
+        log(f"    split path {split:,.0f} GB/s; default heuristic {default:,.0f} GB/s")
+        del x, y
+
+
 def sweep_matmul(mm, dev, budget_s):
     """Both kernels (pointer, TMA persistent) on the same problems, each autotuned."""
     t_end = time.time() + budget_s
@@ -639,7 +675,8 @@ def main():
         parts = args.sweep.split(",")
         share = args.sweep_budget / len(parts)
         if "softmax" in parts:
-            sweep_softmax(sm, dev, share)
+            sweep_softmax(sm, dev, share / 2)
+            sweep_softmax_one_pass(sm, dev, share / 2)
         if "matmul" in parts:
             sweep_matmul(mm, dev, share)
         if "gelu" in parts and gl is not None:

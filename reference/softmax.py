@@ -10,7 +10,7 @@ launches five kernels and moves the tensor through memory eight times; a fused k
 twice. That is the
 lecture's point about fusion, and it is what this file is built around.
 
-Two kernels cover all row lengths:
+Three ways cover all row lengths:
 
 1. **Short rows** (N up to ``_MAX_FUSED_N``): the whole row fits in registers. One program
    loads ``BLOCK_M`` rows, computes max, exp, sum and the normalised result without touching
@@ -38,6 +38,13 @@ Two kernels cover all row lengths:
    until it is re-read. At the H200's ~4.4 TB/s for reads and ~4.2 TB/s for copies, that bounds
    the long-row path at about 2.85 TB/s of "effective" bandwidth (bytes read once + written once,
    over time); it reaches about 2.8.
+
+3. **Long rows, one pass** (a layer on 2, for rows that a group of resident programs can hold):
+   the programs that share a row keep their chunks in registers and wait for each other's
+   (m, s) instead of re-reading the row, so long rows too cost one read and one write. Waiting
+   between programs is safe only among programs that all run at once, so this kernel launches
+   no more than the GPU holds and bounds every wait; see ``_softmax_one_pass_kernel``. Rows
+   longer than a resident group can hold (about a million elements on an H200) keep path 2.
 
 Numerics: every input is converted to float32 on load and all arithmetic is float32; the result
 is cast back to the input dtype on store. Subtracting the row maximum keeps ``exp`` in range
@@ -68,6 +75,17 @@ _FUSED_BYTES_PER_THREAD = 128
 _SPLIT_BLOCK_N = 8192
 _SPLIT_NUM_WARPS = 4
 _SPLIT_TARGET_PROGRAMS = 32768
+# One-pass path for long rows: elements of a row per program (held in registers: 32 float32 per
+# thread at 8 warps), a register cap per thread that makes two programs fit on an SM for sure
+# (compiled for sm_90: 88 registers for aligned float32 rows, 123 when the row length is not a
+# multiple of 16, which without the cap took 160 and so left room for one program per SM), and
+# how many times a program reads its row's arrival counter before it stops waiting (far more
+# than a resident group ever needs; it only bounds what a group that is not all running costs).
+_ONE_PASS_CHUNK = 8192
+_ONE_PASS_NUM_WARPS = 8
+_ONE_PASS_MAX_REGISTERS = 128
+_SM_REGISTERS = 65536  # per SM, every NVIDIA GPU since Maxwell
+_ONE_PASS_SPIN_LIMIT = 1 << 16
 
 
 @triton.jit
@@ -144,6 +162,94 @@ def _softmax_normalize_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, N, stride_xm, st
         tl.store(y_row + c, y.to(y_ptr.dtype.element_ty), mask=c < N)
 
 
+# ----------------------------------------------------------------------------------------------
+# Layer: one pass over long rows, a row shared by a group of programs that wait for each other.
+#
+# The split path reads a long row twice because its two passes are two kernels: by the time the
+# second one re-reads a row, a gigabyte has streamed through the 60 MB L2 and the row comes from
+# DRAM again. If instead the programs that share a row each keep their chunk in registers, they
+# only need each other's (m, s) summaries before they can normalise: one read, one write, as for
+# short rows. That needs the programs of a row to *wait* for one another, which a Triton kernel
+# may do only if they all run at the same time; a program waiting for one that has not been
+# scheduled yet (because the waiter occupies the SM it needs) would wait forever.
+#
+# So the kernel is persistent: it launches only as many programs as the GPU holds at once (two
+# per SM), in groups of ``n_parts``, and each group walks its share of the rows. A program
+# publishes its chunk's (m, s), adds one to the row's arrival counter, and spins until the
+# counter reaches ``n_parts``. A wait is bounded (``spin_limit`` reads): a program whose partners
+# do not arrive in time (a GPU busy with something else, or Triton's interpreter, which runs
+# programs one after another) marks its chunk late, stops waiting for the rest of its rows, and
+# ``_softmax_late_chunks_kernel`` finishes the late chunks afterwards the split path's way
+# (re-reading them). Nothing can hang, and the result is the same either way: every program
+# merges the same (m, s) pairs in the same order.
+@triton.jit
+def _softmax_one_pass_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, arrived_ptr, late_ptr, M, N,
+                             stride_xm, stride_xn, stride_ym, n_parts, n_groups, spin_limit,
+                             CHUNK: tl.constexpr, BLOCK_PARTS: tl.constexpr):
+    """Programs ``g * n_parts .. g * n_parts + n_parts - 1`` share rows g, g + n_groups, ...: each
+    holds one CHUNK of the row in registers while the group agrees on the row's (max, sum)."""
+    pid = tl.program_id(0)
+    group = pid // n_parts
+    part = pid % n_parts
+    cols = part * CHUNK + tl.arange(0, CHUNK)
+    k = tl.arange(0, BLOCK_PARTS)
+    limit = spin_limit
+    for row in range(group, M, n_groups):
+        x_row = x_ptr + tl.cast(row, tl.int64) * stride_xm
+        x = tl.load(x_row + cols * stride_xn, mask=cols < N, other=-float("inf")).to(tl.float32)
+        m = tl.max(x, axis=0)
+        m_ref = tl.where(m == -float("inf"), 0.0, m)  # an all -inf chunk sums to exactly 0
+        tl.store(pmax_ptr + row * n_parts + part, m)
+        tl.store(psum_ptr + row * n_parts + part, tl.sum(tl.exp(x - m_ref), axis=0))
+        tl.debug_barrier()  # every thread's part of the stores above, before the release below
+        # acq_rel: our (m, s) is published before the count says so, and if we arrive last we
+        # see everyone else's
+        arrived = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+        tries = 0
+        while (arrived < n_parts) & (tries < limit):
+            arrived = tl.atomic_add(arrived_ptr + row, 0, sem="acquire", scope="gpu")
+            tries += 1
+        if arrived < n_parts:
+            tl.store(late_ptr + row * n_parts + part, 1)
+            tl.atomic_add(arrived_ptr + M, 1)  # one more late chunk for the second kernel
+            limit = 0  # the group is not all running: stop waiting for it
+        else:
+            tl.debug_barrier()
+            pm = tl.load(pmax_ptr + row * n_parts + k, mask=k < n_parts, other=-float("inf"),
+                         volatile=True)
+            ps = tl.load(psum_ptr + row * n_parts + k, mask=k < n_parts, other=0.0, volatile=True)
+            row_max = tl.max(pm, axis=0)
+            inv_sum = 1.0 / tl.sum(ps * tl.exp(pm - row_max), axis=0)
+            y = tl.exp(x - row_max) * inv_sum
+            y_row = y_ptr + tl.cast(row, tl.int64) * stride_ym
+            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _softmax_late_chunks_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, arrived_ptr, late_ptr, M, N,
+                                stride_xm, stride_xn, stride_ym, n_parts, n_groups,
+                                CHUNK: tl.constexpr, BLOCK_PARTS: tl.constexpr):
+    """The chunks whose programs stopped waiting, merged and written as the split path does; laid
+    out as the one-pass kernel is. ``arrived[M]`` counts late chunks: when none were (the usual
+    case) every program reads that one number and exits."""
+    if tl.load(arrived_ptr + M) != 0:
+        pid = tl.program_id(0)
+        part = pid % n_parts
+        cols = part * CHUNK + tl.arange(0, CHUNK)
+        k = tl.arange(0, BLOCK_PARTS)
+        for row in range(pid // n_parts, M, n_groups):
+            if tl.load(late_ptr + row * n_parts + part) != 0:
+                pm = tl.load(pmax_ptr + row * n_parts + k, mask=k < n_parts, other=-float("inf"))
+                ps = tl.load(psum_ptr + row * n_parts + k, mask=k < n_parts, other=0.0)
+                row_max = tl.max(pm, axis=0)
+                inv_sum = 1.0 / tl.sum(ps * tl.exp(pm - row_max), axis=0)
+                x = tl.load(x_ptr + tl.cast(row, tl.int64) * stride_xm + cols * stride_xn,
+                            mask=cols < N, other=-float("inf")).to(tl.float32)
+                y = tl.exp(x - row_max) * inv_sum
+                tl.store(y_ptr + tl.cast(row, tl.int64) * stride_ym + cols,
+                         y.to(y_ptr.dtype.element_ty), mask=cols < N)
+
+
 def _check_input(x):
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"triton_softmax expects a torch.Tensor, got {type(x).__name__}")
@@ -187,13 +293,52 @@ def _split_launch(x, y, block_n=None, target_programs=None, num_warps=None):
                                     num_warps=warps)
 
 
+def _resident_programs(x, num_warps=_ONE_PASS_NUM_WARPS):
+    """How many one-pass programs are sure to run at once. On a GPU the register cap decides:
+    an SM's 64K registers hold 65536 / (128 x 32 x num_warps) programs (two at 8 warps), well
+    within its 2048 threads and shared memory. The interpreter runs one program at a time, so
+    any number will do there."""
+    if not x.is_cuda:
+        return 64
+    per_sm = min(_SM_REGISTERS // (_ONE_PASS_MAX_REGISTERS * 32 * num_warps), 2048 // (32 * num_warps))
+    return max(1, per_sm) * torch.cuda.get_device_properties(x.device).multi_processor_count
+
+
+def _one_pass_parts(x, chunk=_ONE_PASS_CHUNK, num_warps=_ONE_PASS_NUM_WARPS):
+    """Programs per row for the one-pass path, or 0 where it does not apply (rows too long for
+    a group to be resident at once with room to spare)."""
+    parts = triton.cdiv(x.shape[1], chunk)
+    return parts if parts <= _resident_programs(x, num_warps) // 2 else 0
+
+
+def _one_pass_launch(x, y, parts, chunk=_ONE_PASS_CHUNK, spin_limit=None, num_warps=_ONE_PASS_NUM_WARPS):
+    M, N = x.shape
+    n_groups = min(M, _resident_programs(x, num_warps) // parts)
+    pmax = torch.empty((M, parts), device=x.device, dtype=torch.float32)
+    psum = torch.empty_like(pmax)
+    arrived = torch.zeros(M + 1, device=x.device, dtype=torch.int32)  # per row, and [M]: late chunks
+    late = torch.zeros((M, parts), device=x.device, dtype=torch.int32)
+    if spin_limit is None:  # the interpreter runs one program at a time: nobody to wait for
+        spin_limit = _ONE_PASS_SPIN_LIMIT if x.is_cuda else 0
+    block_parts = triton.next_power_of_2(parts)
+    _softmax_one_pass_kernel[(n_groups * parts,)](
+        x, y, pmax, psum, arrived, late, M, N, x.stride(0), x.stride(1), y.stride(0), parts,
+        n_groups, spin_limit, CHUNK=chunk, BLOCK_PARTS=block_parts, num_warps=num_warps,
+        maxnreg=_ONE_PASS_MAX_REGISTERS)
+    _softmax_late_chunks_kernel[(n_groups * parts,)](
+        x, y, pmax, psum, arrived, late, M, N, x.stride(0), x.stride(1), y.stride(0), parts,
+        n_groups, CHUNK=chunk, BLOCK_PARTS=block_parts, num_warps=num_warps)
+
+
 def triton_softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of a 2-D tensor, as ``torch.softmax(x, dim=-1)``.
 
     Accepts float32, float16 and bfloat16 with any strides; computes in float32 and returns a
     new contiguous tensor of the input's dtype. Rows of up to ``_MAX_FUSED_N`` elements take the
-    one-pass kernel (one read, one write); longer rows take the split online-softmax path (two
-    reads, one write). Raises ValueError for anything that is not a 2-D floating tensor.
+    one-pass kernel (one read, one write); longer rows are shared by a group of programs that
+    agree on the row's maximum and sum (one read, one write), and rows too long for that take the
+    split online-softmax path (two reads, one write). Raises ValueError for anything that is not
+    a 2-D floating tensor.
     """
     _check_input(x)
     M, N = x.shape
@@ -202,6 +347,8 @@ def triton_softmax(x: torch.Tensor) -> torch.Tensor:
         return y
     if N <= _MAX_FUSED_N:
         _fused_launch(x, y)
+    elif parts := _one_pass_parts(x):
+        _one_pass_launch(x, y, parts)
     else:
         _split_launch(x, y)
     return y

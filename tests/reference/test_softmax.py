@@ -43,7 +43,8 @@ def special_rows(n, dtype, g):
 
 
 def build_cases():
-    """name -> (input tensor on CPU, how to call): 'api' or ('split', block_n, target_programs)."""
+    """name -> (input tensor on CPU, how to call): 'api', ('split', block_n, target_programs) or
+    ('one-pass', chunk, spin_limit)."""
     g = torch.Generator().manual_seed(0)
     cases = {}
     for dt in DTYPES:
@@ -54,6 +55,11 @@ def build_cases():
         cases[f"special-long-{d}"] = (special_rows(40000, dt, g), "api")
         # the long-row path with tiny tiles: several loop iterations and chunks per row
         cases[f"split-small-tiles-{d}"] = (special_rows(3000, dt, g), ("split", 128, 24))
+        # the one-pass path with small chunks: groups of programs sharing rows; every wait cut
+        # short (the interpreter, or a GPU where a group is not all resident) or none at all
+        cases[f"one-pass-late-{d}"] = (special_rows(3000, dt, g), ("one-pass", 256, 0))
+        cases[f"one-pass-{d}"] = (special_rows(3000, dt, g), ("one-pass", 256, None))
+        cases[f"one-pass-many-rows-{d}"] = ((torch.randn(200, 1000, generator=g) * 3).to(dt), ("one-pass", 128, None))
         cases[f"transposed-{d}"] = ((torch.randn(300, 50, generator=g)).to(dt).t(), "api")
         cases[f"row-slice-{d}"] = (torch.randn(40, 600, generator=g).to(dt)[::2, 5:405], "api")
         cases[f"col-stride-3-{d}"] = (torch.randn(9, 1500, generator=g).to(dt)[:, ::3], "api")
@@ -74,9 +80,13 @@ def run_cases(device):
         before = x.clone()
         if how == "api":
             y = sm.triton_softmax(x)
-        else:
+        elif how[0] == "split":
             y = torch.empty(x.shape, device=device, dtype=x.dtype)
             sm._split_launch(x, y, block_n=how[1], target_programs=how[2])
+        else:
+            y = torch.empty(x.shape, device=device, dtype=x.dtype)
+            parts = -(-x.shape[1] // how[1])
+            sm._one_pass_launch(x, y, parts, chunk=how[1], spin_limit=how[2])
         ref = softmax_definition(x.double())
         atol, rtol = TOL[x.dtype]
         diff = (y.double() - ref).abs()
