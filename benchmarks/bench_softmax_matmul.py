@@ -2,6 +2,7 @@
 
     python benchmarks/bench_softmax_matmul.py                 # checks + side-by-side table
     python benchmarks/bench_softmax_matmul.py --skip-checks   # the table only
+    python benchmarks/bench_softmax_matmul.py --only softmax --sweep softmax   # one kernel's checks, sweeps, table
     python benchmarks/bench_softmax_matmul.py --sweep [softmax|matmul] --no-final
                                      # the tuning sweeps behind the kernels' heuristics
 
@@ -648,7 +649,9 @@ def main():
     ap.add_argument("--skip-checks", action="store_true")
     ap.add_argument("--no-final", action="store_true", help="skip the final table (sweeps only)")
     ap.add_argument("--no-compile", action="store_true", help="no torch.compile anchors (they compile for minutes)")
+    ap.add_argument("--only", default="softmax,matmul,gelu", help="which kernels the checks and the table cover")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
     dev = "cuda"
@@ -665,10 +668,13 @@ def main():
     ok = True
     if not args.skip_checks:
         spec_tol = spec_tolerances()
-        log("correctness: softmax")
-        ok_s = check_softmax(sm, dev, spec_tol)
-        log("correctness: matmul")
-        ok_m = check_matmul(mm, dev, spec_tol)
+        ok_s = ok_m = True
+        if "softmax" in only:
+            log("correctness: softmax")
+            ok_s = check_softmax(sm, dev, spec_tol)
+        if "matmul" in only:
+            log("correctness: matmul")
+            ok_m = check_matmul(mm, dev, spec_tol)
         ok = ok_s and ok_m
         log(f"correctness: {'all passed' if ok else 'FAILURES (see above)'}")
     if args.sweep:
@@ -684,12 +690,14 @@ def main():
         ROWS.clear()
     if args.no_final:
         return
-    log("timing: softmax")
-    time_softmax(sm, dev, not args.no_compile)
-    log("timing: matmul")
-    time_matmul(mm, dev, not args.no_compile)
-    time_matmul_other_dtypes(mm, dev)
-    if gl is not None and hasattr(gl, "triton_gelu"):
+    if "softmax" in only:
+        log("timing: softmax")
+        time_softmax(sm, dev, not args.no_compile)
+    if "matmul" in only:
+        log("timing: matmul")
+        time_matmul(mm, dev, not args.no_compile)
+        time_matmul_other_dtypes(mm, dev)
+    if "gelu" in only and gl is not None and hasattr(gl, "triton_gelu"):
         log("timing: gelu (reference/gelu.py)")
         time_gelu(gl, dev)
     md = to_markdown(header + ("" if ok else "\n\n**Correctness checks FAILED: see the log.**"))

@@ -140,11 +140,12 @@ if has attention; then
 fi
 if has tests; then
   step "GPU tests of the framework"
-  # GPU_TESTS narrows it (a file or folder): GPU_TESTS=tests/grader/orchestrator STEPS=tests
+  # GPU_TESTS narrows it (files or folders): GPU_TESTS=tests/grader/orchestrator STEPS=tests
   python3 -m pytest ${GPU_TESTS:-tests} -q -p no:cacheprovider -m gpu -rs 2>&1 | tail -n 25
-  if [ -z "${GPU_TESTS:-}" ]; then
-    step "reference kernel tests on CUDA (tests/reference: in-process on the GPU)"
-    python3 -m pytest tests/reference -q -p no:cacheprovider -x 2>&1 | tail -n 15
+  # REFERENCE_TESTS picks the reference's own tests (they run only where GPU_TESTS is unset or it is set)
+  if [ -z "${GPU_TESTS:-}" ] || [ -n "${REFERENCE_TESTS:-}" ]; then
+    step "reference kernel tests on CUDA (${REFERENCE_TESTS:-tests/reference}: in-process on the GPU)"
+    python3 -m pytest ${REFERENCE_TESTS:-tests/reference} -q -p no:cacheprovider -x 2>&1 | tail -n 15
   fi
 fi
 step "done"
