@@ -287,8 +287,7 @@ class ProblemRun:
             else []
         )
         self.phases.timing_s = time.monotonic() - timing_started
-        if self.worker is not None:
-            self.worker.pause()  # nothing of it runs once its timing is over
+        self.pause()  # nothing of it runs once its timing is over
 
     def finish(self, tests: list[TestResult]) -> ProblemResult:
         """The problem's result, once the GPU is no longer held alone: the sampled timed rounds
