@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -295,9 +295,7 @@ class ProblemRun:
         perf = self.timed
         if isinstance(perf, list):
             started = time.monotonic()
-            with self.gpu_hold():
-                for check in self.checks:
-                    check.run()
+            self._check_timed_rounds()
             self.phases.checks_s = time.monotonic() - started
             perf = performance.score(self.problem, perf, self.gpu_name)
         if self.kernel_slot is not None and self.worker is not None:
@@ -313,6 +311,32 @@ class ProblemRun:
         result = self._result(self.cases, tests, perf, time.monotonic() - self.started - self.waited)
         result.profile = self.profiled
         return result
+
+    def _check_timed_rounds(self) -> None:
+        """Each timed shape's sampled rounds checked beside other gradings' calls. Their workers'
+        memory may leave too little for a shape's inputs: a check that runs out is made again with
+        the GPU held alone, and one that runs out even then flags its shape (points withheld, the
+        reason in the record), never the grading."""
+        short: list[performance.ShapeChecks] = []
+        with self.gpu_hold():
+            for check in self.checks:
+                try:
+                    check.run()
+                except torch.cuda.OutOfMemoryError:
+                    short.append(check)
+                    torch.cuda.empty_cache()
+        if not short:
+            return
+        with self.lease.exclusive() if self.lease is not None else nullcontext():
+            for check in short:
+                try:
+                    check.run()
+                except torch.cuda.OutOfMemoryError:
+                    torch.cuda.empty_cache()
+                    check.shape.flags.append(
+                        f"{check.case.name}: the timed rounds could not be checked (out of GPU memory for the "
+                        f"shape's inputs, even with the GPU held alone): no points without the check"
+                    )
 
     # -- performance ------------------------------------------------------------------------------
 

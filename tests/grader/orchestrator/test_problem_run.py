@@ -1,0 +1,74 @@
+"""ProblemRun's parts that need no worker: the timed rounds' checks made after the exclusive window.
+
+The checks draw a shape's inputs again on the GPU while other gradings' workers hold memory, so
+they may run out of it; a check that does is made again with the GPU held alone, and one that
+runs out even then withholds the shape's points with a reason instead of ending the grading.
+The out-of-memory error is raised by a stand-in check (the CPU cannot run out of GPU memory);
+the checks' real work is tested in tests/grader/harness/test_timed_rounds.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from grader.judge import performance
+from grader.orchestrator.options import GradeOptions
+from grader.orchestrator.problem_run import ProblemRun
+from grader.records.model import ShapeTiming
+from grader.sandbox.config import SandboxConfig
+from grader.spec.load import load_assignment
+
+SPEC = load_assignment(hidden=False)
+
+
+class ShortOfMemory(performance.ShapeChecks):
+    """A shape's checks that run out of GPU memory the first `times` times they are made."""
+
+    def __init__(self, shape: ShapeTiming, times: int, flags: list[str]) -> None:
+        problem = SPEC.problem("gelu")
+        case = problem.benchmarks[0]
+        side = performance.ReferenceSide(None, problem, lambda x: x)  # type: ignore[arg-type]
+        super().__init__(side, case, performance.ShapeSeeds.draw("s", "gelu", case), [], shape)
+        self.times, self.flags, self.made = times, flags, 0
+
+    def run(self) -> list[str]:
+        self.made += 1
+        if self.made <= self.times:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        self.shape.flags += self.flags
+        return self.flags
+
+
+def problem_run(tmp_path: Path) -> ProblemRun:
+    return ProblemRun(SPEC.problem("gelu"), tmp_path, "cpu", GradeOptions(device="cpu"), SandboxConfig(device="cpu"))
+
+
+def shape() -> ShapeTiming:
+    return ShapeTiming(name="16384x16384-fp32", case="", ratio=1.0, ratio_low=0.99, ratio_high=1.01)
+
+
+def test_a_check_short_of_memory_beside_others_is_made_again_alone(tmp_path: Path) -> None:
+    run, honest = problem_run(tmp_path), shape()
+    run.checks = [ShortOfMemory(honest, times=1, flags=[])]
+    run._check_timed_rounds()
+    assert run.checks[0].made == 2 and honest.flags == []
+    assert performance.score(SPEC.problem("gelu"), [honest], "H200").status == "measured"
+
+
+def test_a_wrong_round_found_on_the_second_try_still_withholds_the_points(tmp_path: Path) -> None:
+    run, wrong = problem_run(tmp_path), shape()
+    run.checks = [ShortOfMemory(wrong, times=1, flags=["timed round 3 computed a wrong result"])]
+    run._check_timed_rounds()
+    graded = performance.score(SPEC.problem("gelu"), [wrong], "H200")
+    assert graded.status == "flagged" and graded.score == 0 and "wrong result" in graded.reason
+
+
+def test_a_check_that_never_fits_flags_its_shape_not_the_grading(tmp_path: Path) -> None:
+    run, unchecked = problem_run(tmp_path), shape()
+    run.checks = [ShortOfMemory(unchecked, times=2, flags=[])]
+    run._check_timed_rounds()
+    graded = performance.score(SPEC.problem("gelu"), [unchecked], "H200")
+    assert graded.status == "flagged" and graded.score == 0
+    assert "could not be checked (out of GPU memory" in graded.reason
