@@ -63,6 +63,7 @@ class ProblemRun:
         self.lease = gpu_lease.for_device(device)
         self.phases = Phases()
         self.waited = 0.0  # waiting for other problems' timing: not the problem's own time
+        self.measured_at = 0.0
         #: what `measure` left for `finish`: why nothing was timed, or the shapes still to score
         self.timed: Performance | list[ShapeTiming] = Performance(
             status="skipped", reason="not timed", max_score=problem.points.performance
@@ -287,26 +288,35 @@ class ProblemRun:
             else []
         )
         self.phases.timing_s = time.monotonic() - timing_started
-        self.pause()  # nothing of it runs once its timing is over
+        self._keep_kernels()
+        self.stop_worker()  # its GPU memory is free for the next problem's timing
+        self.measured_at = time.monotonic()
+
+    def _keep_kernels(self) -> None:
+        """The worker's Triton cache kept for the student's next grading (`--kernel-cache`): a copy
+        of files, no GPU work, before the worker is stopped."""
+        if self.kernel_slot is None or self.worker is None:
+            return
+        saving = time.monotonic()
+        kept = self.worker.save_kernel_cache(self.kernel_slot)
+        if kept is not None:
+            what = f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB"
+            cut = ", truncated at the cap" if kept.truncated else ""
+            trace.note(time.monotonic() - saving, self.problem.name, what + cut)
+            if kept.stopped:
+                self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
 
     def finish(self, tests: list[TestResult]) -> ProblemResult:
         """The problem's result, once the GPU is no longer held alone: the sampled timed rounds
-        checked beside other gradings' calls, the kernel cache kept, the worker stopped."""
+        checked beside other gradings' calls, then scored."""
+        if self.measured_at:  # the other problems' timing since: not this problem's time
+            self.waited += time.monotonic() - self.measured_at
         perf = self.timed
         if isinstance(perf, list):
             started = time.monotonic()
             self._check_timed_rounds()
             self.phases.checks_s = time.monotonic() - started
             perf = performance.score(self.problem, perf, self.gpu_name)
-        if self.kernel_slot is not None and self.worker is not None:
-            saving = time.monotonic()
-            kept = self.worker.save_kernel_cache(self.kernel_slot)
-            if kept is not None:
-                what = f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB"
-                cut = ", truncated at the cap" if kept.truncated else ""
-                trace.note(time.monotonic() - saving, self.problem.name, what + cut)
-                if kept.stopped:
-                    self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
         self.stop_worker()
         result = self._result(self.cases, tests, perf, time.monotonic() - self.started - self.waited)
         result.profile = self.profiled
