@@ -316,8 +316,10 @@ def _one_pass_launch(x, y, parts, chunk=_ONE_PASS_CHUNK, spin_limit=None, num_wa
     n_groups = min(M, _resident_programs(x, num_warps) // parts)
     pmax = torch.empty((M, parts), device=x.device, dtype=torch.float32)
     psum = torch.empty_like(pmax)
-    arrived = torch.zeros(M + 1, device=x.device, dtype=torch.int32)  # per row, and [M]: late chunks
-    late = torch.zeros((M, parts), device=x.device, dtype=torch.int32)
+    # one zeroed buffer (one memset): arrivals per row, [M] the number of late chunks, then a
+    # late flag per chunk
+    counters = torch.zeros(M + 1 + M * parts, device=x.device, dtype=torch.int32)
+    arrived, late = counters[: M + 1], counters[M + 1:]
     if spin_limit is None:  # the interpreter runs one program at a time: nobody to wait for
         spin_limit = _ONE_PASS_SPIN_LIMIT if x.is_cuda else 0
     block_parts = triton.next_power_of_2(parts)
