@@ -19,8 +19,9 @@ from grader.harness import calls, student_runtime, timed_watch
 from grader.harness.timed_rounds import FreshRounds
 from grader.harness.watch import GUARD, arm, tamper_message
 from grader.judge.checks import case_label, check_call, kernel_check
-from grader.judge.performance import ShapeSeeds, verify_rounds, watched_flags
+from grader.judge.performance import ShapeSeeds, watched_flags
 from grader.judge.roofline import achieved as _achieved
+from grader.judge.round_checks import verify_rounds
 from grader.judge.windows import watch_round
 from grader.loading import load_function
 from grader.problems import REGISTRY

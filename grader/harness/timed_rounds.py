@@ -13,7 +13,7 @@ the roofline floor. So, around every timed round and outside its CUDA events:
   round with probability 1/VERIFY_EVERY, from a seed the submission is not given), the facts of
   its outputs (`output_facts`, as correctness sends them) and a sample of their values, gathered
   on the GPU (`ProblemKind.sample`/`take`), are kept for the trusted side to judge: the output
-  contract and the float64 definition (`grader.judge.performance.verify_rounds`).
+  contract and the float64 definition (`grader.judge.round_checks.verify_rounds`).
 
 The same hooks run in the grader's worker and in the handout's benchmarks (in-process), so a
 student sees locally the verdict the grade will give. The seeds come from the orchestrator, and

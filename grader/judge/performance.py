@@ -22,14 +22,14 @@ from typing import Any
 import torch
 
 from grader import ROOT, protocol, timing
-from grader.judge import gpu_state, pytorch_anchor, stopping
-from grader.judge.checks import compare, kernel_check, output_contract, payload_issue
+from grader.judge import gpu_state, pytorch_anchor, round_checks, stopping
+from grader.judge.checks import kernel_check
 from grader.judge.roofline import achieved, roofline_floor_s
 from grader.judge.scoring import geomean, performance_fraction
 from grader.judge.windows import WorkerCall, alternate
 from grader.loading import load_function
 from grader.orchestrator import trace
-from grader.problems.base import ProblemKind, case_seed, chosen, generator, round_seed
+from grader.problems.base import ProblemKind, case_seed, generator
 from grader.records.model import Performance, ShapeTiming
 from grader.spec.model import Case, Problem
 
@@ -78,65 +78,6 @@ class ReferenceSide:
         return ref, torch_calls, sets
 
 
-def verify_rounds(
-    kind: ProblemKind,
-    problem: Problem,
-    case: Case,
-    seeds: ShapeSeeds,
-    first: int,
-    count: int,
-    verified: list[protocol.VerifiedRound],
-    payload: Any,
-    inputs: dict[str, Any],
-) -> list[str]:
-    """Judge the checked rounds of one measurement, timed rounds `first .. first+count-1`.
-
-    Every round the seeds choose, and the last, must have been checked. For each, the worker sent
-    only data: its outputs' facts, judged here by the correctness contract (`output_contract`),
-    and sampled values, compared with the float64 definition at the case's tolerance, the round's
-    inputs and sample drawn again here from the seeds (never taken from the worker).
-    Returns the flags (the first broken round only: one is enough to withhold the points).
-    """
-    last = first + count - 1
-    payload = payload if isinstance(payload, dict) else {}
-    rounds = {item.round: item for item in verified}
-    required = {r for r in range(first, first + count) if chosen(seeds.verify, r)} | ({last} if count else set())
-    missing = sorted(required - rounds.keys())
-    if missing:
-        return [
-            f"{case.name}: timed round(s) {', '.join(map(str, missing[:5]))} were not checked (the worker left "
-            f"them out)"
-        ]
-    device = next(v.device.type for v in inputs.values() if isinstance(v, torch.Tensor))
-    for index in sorted(rounds):
-        where = f"{case.name}, timed round {index + 1}"
-        if not first <= index <= last:
-            return [f"{where}: not a round of this measurement"]
-        facts = rounds[index].outputs
-        broken = [
-            m
-            for name in kind.timed_names
-            if (m := output_contract(kind, case, device, name, list(kind.output_shape(name, case)), facts.get(name)))
-        ]
-        broken += rounds[index].issues
-        if broken:
-            return [f"{where}: {'; '.join(broken)}"]
-        kind.refill(inputs, case, generator(round_seed(seeds.refill, index), device))
-        plan = kind.sample(case, generator(round_seed(seeds.verify, index), device))
-        for label, want in kind.expected_sample(inputs, case, plan).items():
-            output = label.partition("[")[0]  # `take` labels a part of an output `name[part]`
-            got = payload.get(f"{index}:{label}")
-            message = payload_issue(label, got, list(want.shape), kind.expected_dtype(output, case))
-            if message is None:
-                tol = problem.tolerance_for(output, case.dtype)
-                message = compare(label, got, want, tol.atol, tol.rtol)
-            if message:
-                return [
-                    f"{where} computed a wrong result (the timed calls are checked like correctness calls): {message}"
-                ]
-    return []
-
-
 def load_reference(problem: Problem, reference_dir: Path = REFERENCE_DIR) -> Callable[..., Any]:
     return load_function(reference_dir, problem.module, problem.function)
 
@@ -166,39 +107,6 @@ def clock_flags(median_s: float, floor_s: float, rounds: int, reported_s: float,
             f"wall time (side stream or patched timer?)"
         )
     return flags
-
-
-@dataclass
-class ShapeChecks:
-    """A timed shape's sampled rounds, still to be checked against fresh inputs.
-
-    Checking is GPU work of the orchestrator's (the inputs again, the float64 definition at the
-    sampled places), but not timing: `grade` runs it once the GPU is no longer held alone, beside
-    other gradings' correctness calls (about 0.8 s of a four-problem grading that held the GPU
-    alone before)."""
-
-    side: ReferenceSide
-    case: Case
-    seeds: ShapeSeeds
-    checks: list[tuple[int, int, list[protocol.VerifiedRound], Any]]
-    shape: ShapeTiming
-    device: str = "cuda"  # where the inputs are drawn again (the worker drew them there)
-
-    def run(self) -> list[str]:
-        """The flags of the first broken round (none when every checked round is right); they are
-        added to the shape's own."""
-        kind, flags = self.side.kind, []
-        with trace.span(self.side.problem.name, self.case.name, "checking the sampled timed rounds"):
-            inputs = kind.make_inputs(self.case, generator(self.seeds.inputs, self.device))
-            for first, count, verified, payload in self.checks:
-                flags += verify_rounds(
-                    kind, self.side.problem, self.case, self.seeds, first, count, verified, payload, inputs
-                )
-                if flags:
-                    break
-            del inputs
-        self.shape.flags += flags
-        return flags
 
 
 def launch_flags(launches: list[tuple[int, int]], label: str = "timed window {}") -> list[str]:
@@ -270,7 +178,7 @@ def measure_shape(
     gpu: str,
     quiet: Callable[[], None] = lambda: None,
     rule: stopping.Rule | None = None,
-) -> tuple[ShapeTiming, ShapeChecks | None]:
+) -> tuple[ShapeTiming, round_checks.ShapeChecks | None]:
     """Time one benchmark shape on both sides; flags say why a time cannot be trusted, and the
     sampled rounds' checks are returned to be run once the GPU is no longer held alone.
 
@@ -335,7 +243,11 @@ def measure_shape(
         verified_rounds=sum(len(v) for _, _, v, _ in rounds.checks),
         flags=flags,
     )
-    return timed, ShapeChecks(side, case, seeds, rounds.checks, timed) if checking else None
+    later = round_checks.ShapeChecks(side, case, seeds, rounds.checks, timed) if checking else None
+    if later is not None and later.held_bytes() > round_checks.DEFERRED_CHECK_BYTES:
+        later.run()  # more samples than an honest worker sends: not kept until the window closes
+        later = None
+    return timed, later
 
 
 def rule_for(problem: Problem) -> stopping.Rule:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from grader import kernel_cache, protocol
-from grader.judge import performance, scoring
+from grader.judge import performance, round_checks, scoring
 from grader.judge.checks import case_label, check_call, profiled_kernel_check
 from grader.orchestrator import first_calls, gpu_lease, profiles, timed_shapes, trace
 from grader.orchestrator.options import GradeOptions
@@ -68,7 +68,7 @@ class ProblemRun:
         self.timed: Performance | list[ShapeTiming] = Performance(
             status="skipped", reason="not timed", max_score=problem.points.performance
         )
-        self.checks: list[performance.ShapeChecks] = []
+        self.checks: list[round_checks.ShapeChecks] = []
         self.profiled: list[ShapeProfile] = []
         self.gpu_name = ""
 
@@ -327,7 +327,7 @@ class ProblemRun:
         memory may leave too little for a shape's inputs: a check that runs out is made again with
         the GPU held alone, and one that runs out even then flags its shape (points withheld, the
         reason in the record), never the grading."""
-        short: list[performance.ShapeChecks] = []
+        short: list[round_checks.ShapeChecks] = []
         with self.gpu_hold():
             for check in self.checks:
                 try:

@@ -2,7 +2,7 @@
 
 `measure` runs while grade's `_timing_lease` is held: each shape's alternating windows, the
 wall-clock check, the PyTorch anchor. What needs the GPU but not alone (the sampled rounds'
-checks, `performance.ShapeChecks`) is left on the run for `ProblemRun.finish`, which scores the
+checks, `round_checks.ShapeChecks`) is left on the run for `ProblemRun.finish`, which scores the
 shapes once those checks have added their flags.
 """
 
@@ -60,7 +60,7 @@ def call(
     run: ProblemRun, request: protocol.TimeRequest | protocol.LoopRequest | protocol.ProfileRequest
 ) -> tuple[protocol.Timed | protocol.Looped | protocol.Profiled, Any]:
     """One timing request to `run`'s worker; the reply and its sampled outputs (for
-    `performance.verify_rounds`). Raises TimingFailed with the reason the record gives."""
+    `round_checks.verify_rounds`). Raises TimingFailed with the reason the record gives."""
     bound = run.deadline
     try:
         if run.worker is None or not run.worker.ready:

@@ -23,7 +23,8 @@ from grader.harness import calls
 from grader.harness.timed_rounds import FreshRounds
 from grader.harness.watch import LaunchCounter
 from grader.judge.checks import kernel_check
-from grader.judge.performance import ReferenceSide, ShapeChecks, ShapeSeeds, review_reason, score, verify_rounds
+from grader.judge.performance import ReferenceSide, ShapeSeeds, review_reason, score
+from grader.judge.round_checks import DEFERRED_CHECK_BYTES, ShapeChecks, verify_rounds
 from grader.loading import load_file
 from grader.problems import REGISTRY
 from grader.problems.base import generator
@@ -293,3 +294,19 @@ def test_checks_left_for_after_the_window_withhold_the_points_when_they_run(chea
         assert graded.status == "flagged" and graded.score == 0
     else:
         assert flags == [] and graded.status == "measured" and graded.score == problem.points.performance
+
+
+def test_what_checks_keep_until_the_window_closes_is_bounded() -> None:
+    """An honest worker's samples are kept for the checks after the window; a worker that sends
+    far more (up to MAX_TIMING_BLOB a window) is over DEFERRED_CHECK_BYTES, and measure_shape
+    then checks its rounds at once instead of keeping them."""
+    fn = load(CHEATS / "partial-work-later" / "matmul.py", FULL_CALLS=10**9).triton_matmul
+    case = matmul_case()
+    verified, payload, _ = play_rounds("matmul", case, fn, rounds=24)
+    side = ReferenceSide(REGISTRY["matmul"], SPEC.problem("matmul"), fn)
+    seeds = ShapeSeeds.draw("test-secret", "matmul", case)
+    honest = ShapeChecks(side, case, seeds, [(0, 24, verified, payload)], ShapeTiming(name="b", case=""))
+    assert 0 < honest.held_bytes() < DEFERRED_CHECK_BYTES // 100
+    flood = {**payload, "0:padding": torch.zeros(DEFERRED_CHECK_BYTES // 4 + 1)}
+    hoarder = ShapeChecks(side, case, seeds, [(0, 24, verified, flood)], ShapeTiming(name="b", case=""))
+    assert hoarder.held_bytes() > DEFERRED_CHECK_BYTES

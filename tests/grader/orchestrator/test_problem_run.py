@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from grader.judge import performance
+from grader.judge import performance, round_checks
 from grader.orchestrator.options import GradeOptions
 from grader.orchestrator.problem_run import ProblemRun
 from grader.records.model import ShapeTiming
@@ -23,7 +23,7 @@ from grader.spec.load import load_assignment
 SPEC = load_assignment(hidden=False)
 
 
-class ShortOfMemory(performance.ShapeChecks):
+class ShortOfMemory(round_checks.ShapeChecks):
     """A shape's checks that run out of GPU memory the first `times` times they are made."""
 
     def __init__(self, shape: ShapeTiming, times: int, flags: list[str]) -> None:
