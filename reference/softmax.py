@@ -135,6 +135,19 @@ def _softmax_partials_kernel(x_ptr, pmax_ptr, psum_ptr, N, stride_xm, stride_xn,
 
 
 @triton.jit
+def _merged_stats(pmax_ptr, psum_ptr, first, n, BLOCK: tl.constexpr, VOLATILE: tl.constexpr):
+    """A row's n partial (m, s) pairs, stored from ``first`` on, merged with the online-softmax
+    rule: the row's maximum and 1 / its sum of exp(x - max). VOLATILE reads them from memory
+    every time (pairs another program of the same launch has just written)."""
+    k = tl.arange(0, BLOCK)
+    pm = tl.load(pmax_ptr + first + k, mask=k < n, other=-float("inf"), volatile=VOLATILE)
+    ps = tl.load(psum_ptr + first + k, mask=k < n, other=0.0, volatile=VOLATILE)
+    m = tl.max(pm, axis=0)
+    # A row of all -inf gives m = -inf and s = NaN here, hence a NaN row, as torch.softmax does.
+    return m, 1.0 / tl.sum(ps * tl.exp(pm - m), axis=0)
+
+
+@triton.jit
 def _softmax_normalize_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, N, stride_xm, stride_xn,
                               stride_ym, n_chunks, tiles_per_chunk, BLOCK_N: tl.constexpr,
                               BLOCK_CHUNKS: tl.constexpr):
@@ -143,13 +156,7 @@ def _softmax_normalize_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, N, stride_xm, st
     row = pid // n_chunks
     chunk = pid % n_chunks
 
-    # Merge all (m, s) pairs of this row with the online-softmax rule.
-    k = tl.arange(0, BLOCK_CHUNKS)
-    pm = tl.load(pmax_ptr + row * n_chunks + k, mask=k < n_chunks, other=-float("inf"))
-    ps = tl.load(psum_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0)
-    m = tl.max(pm, axis=0)
-    # A row of all -inf gives m = -inf and s = NaN here, hence a NaN row, as torch.softmax does.
-    inv_sum = 1.0 / tl.sum(ps * tl.exp(pm - m), axis=0)
+    m, inv_sum = _merged_stats(pmax_ptr, psum_ptr, row * n_chunks, n_chunks, BLOCK_CHUNKS, False)
 
     x_row = x_ptr + row.to(tl.int64) * stride_xm
     y_row = y_ptr + row.to(tl.int64) * stride_ym
@@ -192,7 +199,6 @@ def _softmax_one_pass_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, arrived_ptr, late
     group = pid // n_parts
     part = pid % n_parts
     cols = part * CHUNK + tl.arange(0, CHUNK)
-    k = tl.arange(0, BLOCK_PARTS)
     limit = spin_limit
     for row in range(group, M, n_groups):
         x_row = x_ptr + tl.cast(row, tl.int64) * stride_xm
@@ -215,11 +221,8 @@ def _softmax_one_pass_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, arrived_ptr, late
             limit = 0  # the group is not all running: stop waiting for it
         else:
             tl.debug_barrier()
-            pm = tl.load(pmax_ptr + row * n_parts + k, mask=k < n_parts, other=-float("inf"),
-                         volatile=True)
-            ps = tl.load(psum_ptr + row * n_parts + k, mask=k < n_parts, other=0.0, volatile=True)
-            row_max = tl.max(pm, axis=0)
-            inv_sum = 1.0 / tl.sum(ps * tl.exp(pm - row_max), axis=0)
+            row_max, inv_sum = _merged_stats(pmax_ptr, psum_ptr, row * n_parts, n_parts,
+                                             BLOCK_PARTS, True)
             y = tl.exp(x - row_max) * inv_sum
             y_row = y_ptr + tl.cast(row, tl.int64) * stride_ym
             tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < N)
@@ -236,13 +239,10 @@ def _softmax_late_chunks_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, arrived_ptr, l
         pid = tl.program_id(0)
         part = pid % n_parts
         cols = part * CHUNK + tl.arange(0, CHUNK)
-        k = tl.arange(0, BLOCK_PARTS)
         for row in range(pid // n_parts, M, n_groups):
             if tl.load(late_ptr + row * n_parts + part) != 0:
-                pm = tl.load(pmax_ptr + row * n_parts + k, mask=k < n_parts, other=-float("inf"))
-                ps = tl.load(psum_ptr + row * n_parts + k, mask=k < n_parts, other=0.0)
-                row_max = tl.max(pm, axis=0)
-                inv_sum = 1.0 / tl.sum(ps * tl.exp(pm - row_max), axis=0)
+                row_max, inv_sum = _merged_stats(pmax_ptr, psum_ptr, row * n_parts, n_parts,
+                                                 BLOCK_PARTS, False)
                 x = tl.load(x_ptr + tl.cast(row, tl.int64) * stride_xm + cols * stride_xn,
                             mask=cols < N, other=-float("inf")).to(tl.float32)
                 y = tl.exp(x - row_max) * inv_sum

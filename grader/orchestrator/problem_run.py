@@ -317,7 +317,6 @@ class ProblemRun:
             self._check_timed_rounds()
             self.phases.checks_s = time.monotonic() - started
             perf = performance.score(self.problem, perf, self.gpu_name)
-        self.stop_worker()
         result = self._result(self.cases, tests, perf, time.monotonic() - self.started - self.waited)
         result.profile = self.profiled
         return result

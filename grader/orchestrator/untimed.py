@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from grader.orchestrator.options import GradeOptions
 from grader.records.model import Performance
 from grader.spec.model import Problem
@@ -26,16 +28,12 @@ def reason(
     if not problem.benchmarks:
         return Performance(status="not_measured", reason="the spec lists no benchmark shapes", max_score=points)
     if not (options.reference_dir / f"{problem.module}.py").is_file():
-        import torch
-
         text = (
             "the staff reference is not available here (a student copy): time your kernels with pytest "
             "handout --benchmark-only"
         )
         return Performance(status="not_measured", reason=text, max_score=points, gpu=torch.cuda.get_device_name())
     if unwarmed is not None:
-        import torch
-
         text = f"timing failed: {unwarmed}"
         return Performance(status="skipped", reason=text, score=0.0, max_score=points, gpu=torch.cuda.get_device_name())
     return None
