@@ -81,7 +81,7 @@ _SPLIT_TARGET_PROGRAMS = 32768
 # multiple of 16, which without the cap took 160 and so left room for one program per SM), and
 # how many times a program reads its row's arrival counter before it stops waiting (far more
 # than a resident group ever needs; it only bounds what a group that is not all running costs).
-_ONE_PASS_CHUNK = 8192
+_ONE_PASS_CHUNK = 16384
 _ONE_PASS_NUM_WARPS = 8
 _ONE_PASS_MAX_REGISTERS = 128
 _SM_REGISTERS = 65536  # per SM, every NVIDIA GPU since Maxwell
@@ -311,6 +311,18 @@ def _one_pass_parts(x, chunk=_ONE_PASS_CHUNK, num_warps=_ONE_PASS_NUM_WARPS):
     return parts if parts <= _resident_programs(x, num_warps) // 2 else 0
 
 
+def _one_pass_pays(x, parts):
+    """Whether the one-pass path beats the split path here (measured on the H200: notes/softmax_matmul.md).
+    Only for 4-byte elements: a 2-byte chunk keeps half the bytes in flight per program, and bf16
+    rows ran at 2.3 TB/s one-pass against 2.7 split. And only where the rows fill one wave of
+    groups or at least four: with two or three waves (8 rows of 1M) the last wave's idle SMs cost
+    more than the split path's second read."""
+    if x.element_size() != 4:
+        return False
+    waves = x.shape[0] / max(1, _resident_programs(x) // parts)
+    return waves <= 1 or waves >= 4
+
+
 def _one_pass_launch(x, y, parts, chunk=_ONE_PASS_CHUNK, spin_limit=None, num_warps=_ONE_PASS_NUM_WARPS):
     M, N = x.shape
     n_groups = min(M, _resident_programs(x, num_warps) // parts)
@@ -349,7 +361,7 @@ def triton_softmax(x: torch.Tensor) -> torch.Tensor:
         return y
     if N <= _MAX_FUSED_N:
         _fused_launch(x, y)
-    elif parts := _one_pass_parts(x):
+    elif (parts := _one_pass_parts(x)) and _one_pass_pays(x, parts):
         _one_pass_launch(x, y, parts)
     else:
         _split_launch(x, y)

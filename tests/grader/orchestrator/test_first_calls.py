@@ -13,6 +13,8 @@ import pytest
 import torch
 
 from grader.cli import main
+from grader.judge import performance
+from grader.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[3]
 CORRECT_GELU = (ROOT / "examples" / "submissions" / "correct" / "gelu.py").read_text()
@@ -36,12 +38,15 @@ FAILS_WHEN_LARGE = CORRECT_GELU.replace(
 )
 
 
-# behaves in the first calls (one per input set and shape), never returns once timed
+# the first calls: one per input set at each benchmark shape (gelu's shapes all pass 2**26 elements)
+FIRST_CALLS = performance.INPUT_SETS * len(load_assignment(hidden=False).problem("gelu").benchmarks)
+
+# behaves in the first calls, never returns once timed
 HANGS_WHEN_TIMED = CORRECT_GELU.replace(
     "    xc = x.contiguous()",
     "    if x.numel() > 1 << 26:\n"
     "        _large.append(1)\n"
-    "        while len(_large) > 2:\n"
+    f"        while len(_large) > {FIRST_CALLS}:\n"
     "            pass\n"
     "    xc = x.contiguous()",
 ).replace("def triton_gelu(", "_large = []\n\n\ndef triton_gelu(")
