@@ -18,6 +18,7 @@ reference/gelu.py exists, its kernel is timed too (against torch's GeLU and a de
 """
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -520,7 +521,7 @@ def sweep_softmax(sm, dev, budget_s):
 
 
 def sweep_softmax_one_pass(sm, dev, budget_s):
-    """The one-pass long-row path: (chunk, num_warps) -> GB/s, and how often a wait ran out."""
+    """The one-pass long-row path: (chunk, num_warps) -> GB/s, each result checked."""
     t_end = time.time() + budget_s
     log("softmax sweep: one-pass long rows, (chunk, num_warps) -> GB/s")
     for (M, N), dt in [
@@ -534,18 +535,19 @@ def sweep_softmax_one_pass(sm, dev, budget_s):
         y = torch.empty_like(x)
         nbytes = 2 * x.numel() * x.element_size()
         res = []
-        for chunk in (4096, 8192, 16384):
-            for w in (4, 8, 16):
-                parts = sm._one_pass_parts(x, chunk, w)
-                if not parts or chunk // (32 * w) > 64 or time.time() > t_end:
-                    continue
-                try:
-                    ms = bench(lambda: sm._one_pass_launch(x, y, parts, chunk, num_warps=w), rep=50)
-                    res.append((gbs(nbytes, ms), chunk, w))
-                except Exception as e:  # noqa: BLE001
-                    log(f"    fail chunk={chunk} w={w}: {repr(e)[:120]}")
+        expected = torch.softmax(x.float(), dim=-1).to(dt)
+        for chunk, w in itertools.product((8192, 16384), (4, 8, 16)):
+            parts = sm._one_pass_parts(x, chunk, w)
+            if not parts or chunk // (32 * w) > 64 or time.time() > t_end:
+                continue
+            try:
+                ms = bench(lambda: sm._one_pass_launch(x, y, parts, chunk, num_warps=w), rep=50)
+                wrong = "" if torch.allclose(y.float(), expected.float(), atol=1e-3, rtol=1e-2) else " WRONG"
+                res.append((gbs(nbytes, ms), f"{chunk}/w{w}{wrong}"))
+            except Exception as e:  # noqa: BLE001
+                log(f"    fail chunk={chunk} w={w}: {repr(e)[:120]}")
         res.sort(reverse=True)
-        log(f"  {M}x{N} {dt}: " + ", ".join(f"{c}/w{w}: {v:,.0f}" for v, c, w in res[:9]))
+        log(f"  {M}x{N} {dt}: " + ", ".join(f"{how}: {v:,.0f}" for v, how in res[:10]))
         split = gbs(nbytes, bench(lambda: sm._split_launch(x, y), rep=50))
         default = gbs(nbytes, bench(lambda: sm.triton_softmax(x), rep=50))
         log(f"    split path {split:,.0f} GB/s; default heuristic {default:,.0f} GB/s")
