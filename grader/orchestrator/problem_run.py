@@ -20,6 +20,7 @@ from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
 from grader.records.model import Performance, Phases, ProblemResult, ShapeProfile, ShapeTiming, TestResult
 from grader.sandbox.config import SandboxConfig
+from grader.sandbox.kernel_copy import HeldCache
 from grader.sandbox.process import Waiting, WorkerDied, WorkerProcess, WorkerTimeout
 from grader.spec.model import Case, Problem
 
@@ -48,6 +49,7 @@ class ProblemRun:
         self.limit = options.timeout or problem.time_limit_s
         self.deadline = 0.0
         self.worker: WorkerProcess | None = None
+        self.held_kernels: HeldCache | None = None  # the timed worker's cache, until copied
         self.restarts = 0
         self.output: list[str] = []
         self.cheat: str | None = None
@@ -135,10 +137,13 @@ class ProblemRun:
     def close(self) -> None:
         """Stop this problem's worker, whatever state the grading is in (grade()'s `finally`)."""
         self.stop_worker()
+        if self.held_kernels is not None:  # never copied: let go of it (release is once only)
+            self.held_kernels.release()
 
-    def stop_worker(self) -> None:
+    def stop_worker(self, keep_kernels: bool = False) -> None:
         if self.worker is not None:
-            self.worker.close()
+            held = self.worker.close(keep_cache=keep_kernels and self.kernel_slot is not None)
+            self.held_kernels = held or self.held_kernels  # one timed worker per problem: one held
             text = self.worker.output()
             if text:
                 self.output.append(text)
@@ -288,17 +293,18 @@ class ProblemRun:
             else []
         )
         self.phases.timing_s = time.monotonic() - timing_started
-        self._keep_kernels()
-        self.stop_worker()  # its GPU memory is free for the next problem's timing
+        # its GPU memory free for the next problem's timing; its kernels copied after the window
+        self.stop_worker(keep_kernels=True)
         self.measured_at = time.monotonic()
 
     def _keep_kernels(self) -> None:
-        """The worker's Triton cache kept for the student's next grading (`--kernel-cache`): a copy
-        of files, no GPU work, before the worker is stopped."""
-        if self.kernel_slot is None or self.worker is None:
+        """The stopped worker's Triton cache kept for the student's next grading (`--kernel-cache`):
+        a copy of files, made once the GPU is no longer held alone."""
+        held, self.held_kernels = self.held_kernels, None
+        if held is None or self.kernel_slot is None:
             return
         saving = time.monotonic()
-        kept = self.worker.save_kernel_cache(self.kernel_slot)
+        kept = held.copy(self.kernel_slot)  # then lets go of the worker's namespace, folder and uid
         if kept is not None:
             what = f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB"
             cut = ", truncated at the cap" if kept.truncated else ""
@@ -311,6 +317,7 @@ class ProblemRun:
         checked beside other gradings' calls, then scored."""
         if self.measured_at:  # the other problems' timing since: not this problem's time
             self.waited += time.monotonic() - self.measured_at
+        self._keep_kernels()
         perf = self.timed
         if isinstance(perf, list):
             started = time.monotonic()

@@ -5,6 +5,10 @@ own mount namespace (setns) and under the same seccomp filter, reads it without 
 or leaving its file system, and streams it to kernel_cache.receive, which keeps only Triton's own
 kinds of file within the caps. So the cache can only hold what the worker could read itself,
 whatever it mounted or linked.
+
+The copy is made after the worker has ended (`HeldCache`), so it never holds the GPU alone: on
+the H200 the timing window closed 0.06-0.12 s later per problem for the copy, and a cache flooded
+with files could hold it, and so every other grading, for the helper's whole limit.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ HELPER_LIMIT_S = 60  # how long the helper that streams a worker's Triton cache 
 
 
 def _as_worker(ns_fd: int, uid: int | None, gid: int | None, filtered: bool) -> Callable[[], None]:
-    """Pre-exec of a helper that must act with the worker's credentials alone (save_kernel_cache):
+    """Pre-exec of a helper that must act with the worker's credentials alone (HeldCache.copy):
     its mount namespace (when `ns_fd` >= 0), its uid and gid, no_new_privs and the seccomp filter."""
 
     def run() -> None:
@@ -47,19 +51,40 @@ def _as_worker(ns_fd: int, uid: int | None, gid: int | None, filtered: bool) -> 
     return run
 
 
-def copy_out(pid: int, plan: IsolationPlan, home: Path, dest: Path) -> kernel_cache.Copied | None:
-    """Keep the Triton files of `home`/.triton of the (paused) worker `pid` in `dest`; None on failure.
+class HeldCache:
+    """A stopped worker's Triton cache, kept readable until it is copied: its mount namespace (an
+    open descriptor keeps it, with the private tmpfs that holds the files, after the worker's
+    processes have ended), and, until `release`, its scratch folder and its uid (not leased to
+    another worker while a helper acts as it)."""
 
-    The least recently used slots are evicted afterwards to keep the whole cache under its cap.
-    """
+    def __init__(self, pid: int, plan: IsolationPlan, home: Path, release: Callable[[], None]) -> None:
+        """Raises OSError when the worker `pid` is gone already."""
+        self.plan, self.home, self._release = plan, home, release
+        self.ns_fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC) if plan.level == "namespace" else -1
+
+    def copy(self, dest: Path) -> kernel_cache.Copied | None:
+        """Keep the Triton files of the worker's `home`/.triton in `dest`, then `release`; None on
+        failure. The least recently used slots are evicted to keep the whole cache under its cap."""
+        try:
+            return _copy_out(self.ns_fd, self.plan, self.home, dest)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """The namespace let go, the scratch folder removed, the uid free again; once."""
+        if self.ns_fd >= 0:
+            os.close(self.ns_fd)
+            self.ns_fd = -1
+        release, self._release = self._release, lambda: None
+        release()
+
+
+def _copy_out(ns_fd: int, plan: IsolationPlan, home: Path, dest: Path) -> kernel_cache.Copied | None:
     tar = shutil.which("tar", path="/usr/bin:/bin")
-    if tar is None:
+    if tar is None or (plan.level == "namespace" and ns_fd < 0):
         return None
     argv = [tar, "--create", "--file=-", "--one-file-system", "--numeric-owner", f"--directory={home}", ".triton"]
-    ns_fd = -1
     try:
-        if plan.level == "namespace":
-            ns_fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         load_libc()
         with SPAWN_LOCK:
             helper = subprocess.Popen(
@@ -74,9 +99,6 @@ def copy_out(pid: int, plan: IsolationPlan, home: Path, dest: Path) -> kernel_ca
             )
     except (OSError, subprocess.SubprocessError):
         return None
-    finally:
-        if ns_fd >= 0:
-            os.close(ns_fd)
     watchdog = threading.Timer(HELPER_LIMIT_S, helper.kill)
     watchdog.daemon = True
     watchdog.start()

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from grader import kernel_cache, protocol
+from grader import protocol
 from grader.sandbox import bytecode, exposure, kernel_copy, processes, seccomp
 from grader.sandbox.child import SPAWN_LOCK, child_setup, preexec
 from grader.sandbox.config import SandboxConfig
@@ -289,16 +289,6 @@ class WorkerProcess:
     def output(self) -> str:
         return combined(self.notes, self.stdout, self.stderr)
 
-    def save_kernel_cache(self, dest: Path) -> kernel_cache.Copied | None:
-        """Keep the Triton files of the worker's cache (grader/sandbox/kernel_copy.py); None if gone.
-
-        The worker is paused first, so nothing changes under the copy.
-        """
-        if self.proc is None or self.proc.poll() is not None:
-            return None
-        self.pause()
-        return kernel_copy.copy_out(self.proc.pid, self.plan, self.scratch / "home", dest)
-
     # -- pausing it -----------------------------------------------------------------------------
 
     def _processes(self) -> list[int]:
@@ -336,7 +326,15 @@ class WorkerProcess:
                 pass
         processes.sweep(self.plan, self.token, self.proc.pid if self.proc else None)
 
-    def close(self) -> None:
+    def close(self, keep_cache: bool = False) -> kernel_copy.HeldCache | None:
+        """Stop the worker. With `keep_cache` its Triton cache outlives it, to be copied once the
+        GPU is no longer held alone; the HeldCache then does the cleanup (None: the worker was gone)."""
+        held = None
+        if keep_cache and self.proc is not None and self.proc.poll() is None:
+            try:
+                held = kernel_copy.HeldCache(self.proc.pid, self.plan, self.scratch / "home", self._cleanup)
+            except OSError:
+                held = None
         self.resume()
         if self.proc is not None:
             try:
@@ -360,7 +358,9 @@ class WorkerProcess:
                     os.close(fd)
                 except OSError:
                     pass
-        self._cleanup()
+        if held is None:
+            self._cleanup()
+        return held
 
     def _cleanup(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)

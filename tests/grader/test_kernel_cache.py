@@ -17,6 +17,7 @@ import pytest
 
 from grader import kernel_cache
 from grader.cli import main
+from grader.sandbox import processes
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.process import WorkerProcess
 
@@ -209,9 +210,13 @@ def test_the_cache_is_never_read_through_a_mount(tmp_path: Path) -> None:
                     ["nsenter", "-t", str(worker.proc.pid), "-m", "mount", "--bind", str(source), str(cache / key)],
                     check=True,
                 )
-            kept = worker.save_kernel_cache(tmp_path / "kernels" / ("a" * 32) / "gelu")
         finally:
-            worker.close()
+            held = worker.close(keep_cache=True)  # the worker ends; its namespace is held for the copy
+        assert held is not None and worker.proc.poll() is not None
+        assert not processes.worker_processes(worker.plan, worker.token, None)  # every process of it ended
+        assert worker.scratch.is_dir()  # removed only once the copy is made
+        kept = held.copy(tmp_path / "kernels" / ("a" * 32) / "gelu")
+        assert not worker.scratch.exists() and held.ns_fd == -1
     finally:
         shutil.rmtree(outside)
     assert kept is not None and kept.files == 1

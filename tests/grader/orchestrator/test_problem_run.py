@@ -72,3 +72,40 @@ def test_a_check_that_never_fits_flags_its_shape_not_the_grading(tmp_path: Path)
     graded = performance.score(SPEC.problem("gelu"), [unchecked], "H200")
     assert graded.status == "flagged" and graded.score == 0
     assert "could not be checked (out of GPU memory" in graded.reason
+
+
+# writes a compiled-kernel file into its Triton cache as it is imported
+WRITES_A_KERNEL = """
+import os
+from pathlib import Path
+kernel = Path(os.environ["TRITON_CACHE_DIR"]) / "KEY" / "gelu.cubin"
+kernel.parent.mkdir(parents=True, exist_ok=True)
+kernel.write_text("compiled")
+"""
+
+
+def test_the_kernel_cache_is_copied_after_the_window_not_inside_it(make_submission, tmp_path: Path) -> None:
+    """`measure` (the GPU held alone) stops the worker and only holds its cache; `finish` copies it."""
+    gelu = (Path(__file__).resolve().parents[3] / "examples" / "submissions" / "correct" / "gelu.py").read_text()
+    options = GradeOptions(device="cpu", kernel_cache=tmp_path / "kernels")
+    run = ProblemRun(
+        SPEC.problem("gelu"),
+        make_submission(gelu=gelu + WRITES_A_KERNEL),
+        "cpu",
+        options,
+        SandboxConfig(device="cpu"),
+        "a" * 64,
+    )
+    try:
+        run.spawn()
+        tests = run.check()
+        assert tests and all(t.status == "passed" for t in tests), tests
+        run.measure(tests)
+        held = run.held_kernels
+        assert run.worker is None and held is not None  # stopped, its cache held
+        assert run.kernel_slot is not None and not run.kernel_slot.exists()  # nothing copied in the window
+        run.finish(tests)
+        assert (run.kernel_slot / "KEY" / "gelu.cubin").read_text() == "compiled"
+        assert run.held_kernels is None and held.ns_fd == -1  # let go of once copied
+    finally:
+        run.close()
