@@ -22,6 +22,7 @@ import itertools
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -521,7 +522,7 @@ def sweep_softmax(sm, dev, budget_s):
 
 
 def sweep_softmax_one_pass(sm, dev, budget_s):
-    """The one-pass long-row path: (chunk, num_warps) -> GB/s, each result checked."""
+    """The one-pass long-row path: (chunk, num_warps[, reread, register cap]) -> GB/s, each result checked."""
     t_end = time.time() + budget_s
     log("softmax sweep: one-pass long rows, (chunk, num_warps) -> GB/s")
     for (M, N), dt in [
@@ -536,18 +537,23 @@ def sweep_softmax_one_pass(sm, dev, budget_s):
         nbytes = 2 * x.numel() * x.element_size()
         res = []
         expected = torch.softmax(x.float(), dim=-1).to(dt)
-        for chunk, w in itertools.product((8192, 16384), (4, 8, 16)):
-            parts = sm._one_pass_parts(x, chunk, w)
-            if not parts or chunk // (32 * w) > 64 or time.time() > t_end:
+        # (chunk, warps, register cap, reread): the chunk kept in registers through the wait, or
+        # read again from L2 after it with the registers free for more programs per SM
+        kept = [(c, w, 128, False) for c, w in itertools.product((8192, 16384), (4, 8, 16)) if c // (32 * w) <= 64]
+        reread = [(4096, 8, 64, True), (8192, 8, 64, True), (4096, 4, 64, True), (8192, 4, 128, True)]
+        for chunk, w, cap, again in kept + reread:
+            parts = sm._one_pass_parts(x, chunk, w, cap)
+            if not parts or time.time() > t_end:
                 continue
             try:
-                ms = bench(lambda: sm._one_pass_launch(x, y, parts, chunk, num_warps=w), rep=50)
+                launch = partial(sm._one_pass_launch, x, y, parts, chunk, num_warps=w, reread=again, max_registers=cap)
+                ms = bench(launch, rep=50)
                 wrong = "" if torch.allclose(y.float(), expected.float(), atol=1e-3, rtol=1e-2) else " WRONG"
-                res.append((gbs(nbytes, ms), f"{chunk}/w{w}{wrong}"))
+                res.append((gbs(nbytes, ms), f"{chunk}/w{w}{f'/reread/r{cap}' if again else ''}{wrong}"))
             except Exception as e:  # noqa: BLE001
-                log(f"    fail chunk={chunk} w={w}: {repr(e)[:120]}")
+                log(f"    fail chunk={chunk} w={w} reread={again}: {repr(e)[:120]}")
         res.sort(reverse=True)
-        log(f"  {M}x{N} {dt}: " + ", ".join(f"{how}: {v:,.0f}" for v, how in res[:10]))
+        log(f"  {M}x{N} {dt}: " + ", ".join(f"{how}: {v:,.0f}" for v, how in res[:12]))
         split = gbs(nbytes, bench(lambda: sm._split_launch(x, y), rep=50))
         default = gbs(nbytes, bench(lambda: sm.triton_softmax(x), rep=50))
         log(f"    split path {split:,.0f} GB/s; default heuristic {default:,.0f} GB/s")

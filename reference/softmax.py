@@ -193,9 +193,14 @@ def _softmax_normalize_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, N, stride_xm, st
 @triton.jit
 def _softmax_one_pass_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, arrived_ptr, late_ptr, M, N,
                              stride_xm, stride_xn, stride_ym, n_parts, n_groups, spin_limit,
-                             CHUNK: tl.constexpr, BLOCK_PARTS: tl.constexpr):
+                             CHUNK: tl.constexpr, BLOCK_PARTS: tl.constexpr, REREAD: tl.constexpr):
     """Programs ``g * n_parts .. g * n_parts + n_parts - 1`` share rows g, g + n_groups, ...: each
-    holds one CHUNK of the row in registers while the group agrees on the row's (max, sum)."""
+    holds one CHUNK of the row in registers while the group agrees on the row's (max, sum).
+
+    With REREAD a program keeps nothing through the wait: it reads its chunk again afterwards,
+    from L2 (the rows in flight are a few MB of its 50 MB), so its registers are free and more
+    programs fit an SM to overlap one another's waits. Not the default until the H200 says it
+    pays (``benchmarks/bench_softmax_matmul.py --sweep softmax``)."""
     pid = tl.program_id(0)
     group = pid // n_parts
     part = pid % n_parts
@@ -203,7 +208,11 @@ def _softmax_one_pass_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, arrived_ptr, late
     limit = spin_limit
     for row in range(group, M, n_groups):
         x_row = x_ptr + tl.cast(row, tl.int64) * stride_xm
-        x = tl.load(x_row + cols * stride_xn, mask=cols < N, other=-float("inf")).to(tl.float32)
+        if REREAD:  # kept in L2 for the second read
+            x = tl.load(x_row + cols * stride_xn, mask=cols < N, other=-float("inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+        else:
+            x = tl.load(x_row + cols * stride_xn, mask=cols < N, other=-float("inf")).to(tl.float32)
         m = tl.max(x, axis=0)
         m_ref = tl.where(m == -float("inf"), 0.0, m)  # an all -inf chunk sums to exactly 0
         tl.store(pmax_ptr + row * n_parts + part, m)
@@ -224,6 +233,9 @@ def _softmax_one_pass_kernel(x_ptr, y_ptr, pmax_ptr, psum_ptr, arrived_ptr, late
             tl.debug_barrier()
             row_max, inv_sum = _merged_stats(pmax_ptr, psum_ptr, row * n_parts, n_parts,
                                              BLOCK_PARTS, True)
+            if REREAD:
+                x = tl.load(x_row + cols * stride_xn, mask=cols < N, other=-float("inf"),
+                            eviction_policy="evict_first").to(tl.float32)
             y = tl.exp(x - row_max) * inv_sum
             y_row = y_ptr + tl.cast(row, tl.int64) * stride_ym
             tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < N)
@@ -294,22 +306,22 @@ def _split_launch(x, y, block_n=None, target_programs=None, num_warps=None):
                                     num_warps=warps)
 
 
-def _resident_programs(x, num_warps=_ONE_PASS_NUM_WARPS):
+def _resident_programs(x, num_warps=_ONE_PASS_NUM_WARPS, max_registers=_ONE_PASS_MAX_REGISTERS):
     """How many one-pass programs are sure to run at once. On a GPU the register cap decides:
-    an SM's 64K registers hold 65536 / (128 x 32 x num_warps) programs (two at 8 warps), well
-    within its 2048 threads and shared memory. The interpreter runs one program at a time, so
-    any number will do there."""
+    an SM's 64K registers hold 65536 / (max_registers x 32 x num_warps) programs (two at 8 warps
+    and 128 registers), within its 2048 threads and shared memory. The interpreter runs one
+    program at a time, so any number will do there."""
     if not x.is_cuda:
         return 64
-    per_sm = min(_SM_REGISTERS // (_ONE_PASS_MAX_REGISTERS * 32 * num_warps), 2048 // (32 * num_warps))
+    per_sm = min(_SM_REGISTERS // (max_registers * 32 * num_warps), 2048 // (32 * num_warps))
     return max(1, per_sm) * torch.cuda.get_device_properties(x.device).multi_processor_count
 
 
-def _one_pass_parts(x, chunk=_ONE_PASS_CHUNK, num_warps=_ONE_PASS_NUM_WARPS):
+def _one_pass_parts(x, chunk=_ONE_PASS_CHUNK, num_warps=_ONE_PASS_NUM_WARPS, max_registers=_ONE_PASS_MAX_REGISTERS):
     """Programs per row for the one-pass path, or 0 where it does not apply (rows too long for
     a group to be resident at once with room to spare)."""
     parts = triton.cdiv(x.shape[1], chunk)
-    return parts if parts <= _resident_programs(x, num_warps) // 2 else 0
+    return parts if parts <= _resident_programs(x, num_warps, max_registers) // 2 else 0
 
 
 def _one_pass_pays(x, parts):
@@ -324,9 +336,10 @@ def _one_pass_pays(x, parts):
     return waves <= 1 or waves >= 4
 
 
-def _one_pass_launch(x, y, parts, chunk=_ONE_PASS_CHUNK, spin_limit=None, num_warps=_ONE_PASS_NUM_WARPS):
+def _one_pass_launch(x, y, parts, chunk=_ONE_PASS_CHUNK, spin_limit=None, num_warps=_ONE_PASS_NUM_WARPS,
+                     reread=False, max_registers=_ONE_PASS_MAX_REGISTERS):
     M, N = x.shape
-    n_groups = min(M, _resident_programs(x, num_warps) // parts)
+    n_groups = min(M, _resident_programs(x, num_warps, max_registers) // parts)
     pmax = torch.empty((M, parts), device=x.device, dtype=torch.float32)
     psum = torch.empty_like(pmax)
     # one zeroed buffer (one memset): arrivals per row, [M] the number of late chunks, then a
@@ -338,8 +351,8 @@ def _one_pass_launch(x, y, parts, chunk=_ONE_PASS_CHUNK, spin_limit=None, num_wa
     block_parts = triton.next_power_of_2(parts)
     _softmax_one_pass_kernel[(n_groups * parts,)](
         x, y, pmax, psum, arrived, late, M, N, x.stride(0), x.stride(1), y.stride(0), parts,
-        n_groups, spin_limit, CHUNK=chunk, BLOCK_PARTS=block_parts, num_warps=num_warps,
-        maxnreg=_ONE_PASS_MAX_REGISTERS)
+        n_groups, spin_limit, CHUNK=chunk, BLOCK_PARTS=block_parts, REREAD=reread, num_warps=num_warps,
+        maxnreg=max_registers)
     _softmax_late_chunks_kernel[(n_groups * parts,)](
         x, y, pmax, psum, arrived, late, M, N, x.stride(0), x.stride(1), y.stride(0), parts,
         n_groups, CHUNK=chunk, BLOCK_PARTS=block_parts, num_warps=num_warps)

@@ -44,7 +44,7 @@ def special_rows(n, dtype, g):
 
 def build_cases():
     """name -> (input tensor on CPU, how to call): 'api', ('split', block_n, target_programs) or
-    ('one-pass', chunk, spin_limit)."""
+    ('one-pass' or 'one-pass-reread', chunk, spin_limit)."""
     g = torch.Generator().manual_seed(0)
     cases = {}
     for dt in DTYPES:
@@ -60,6 +60,12 @@ def build_cases():
         cases[f"one-pass-late-{d}"] = (special_rows(3000, dt, g), ("one-pass", 256, 0))
         cases[f"one-pass-{d}"] = (special_rows(3000, dt, g), ("one-pass", 256, None))
         cases[f"one-pass-many-rows-{d}"] = ((torch.randn(200, 1000, generator=g) * 3).to(dt), ("one-pass", 128, None))
+        # the variant that reads its chunk again after the wait instead of keeping it
+        cases[f"one-pass-reread-{d}"] = (special_rows(3000, dt, g), ("one-pass-reread", 256, None))
+        cases[f"one-pass-reread-many-rows-{d}"] = (
+            (torch.randn(200, 1000, generator=g) * 3).to(dt),
+            ("one-pass-reread", 128, None),
+        )
         cases[f"transposed-{d}"] = ((torch.randn(300, 50, generator=g)).to(dt).t(), "api")
         cases[f"row-slice-{d}"] = (torch.randn(40, 600, generator=g).to(dt)[::2, 5:405], "api")
         cases[f"col-stride-3-{d}"] = (torch.randn(9, 1500, generator=g).to(dt)[:, ::3], "api")
@@ -86,7 +92,7 @@ def run_cases(device):
         else:
             y = torch.empty(x.shape, device=device, dtype=x.dtype)
             parts = -(-x.shape[1] // how[1])
-            sm._one_pass_launch(x, y, parts, chunk=how[1], spin_limit=how[2])
+            sm._one_pass_launch(x, y, parts, chunk=how[1], spin_limit=how[2], reread=how[0] == "one-pass-reread")
         ref = softmax_definition(x.double())
         atol, rtol = TOL[x.dtype]
         diff = (y.double() - ref).abs()
