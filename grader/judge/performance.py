@@ -161,11 +161,16 @@ def _wall_clock(
     return rounds, loop.wall_s, wall, loop.triton_launches
 
 
-def shape_request(case: Case, seeds: ShapeSeeds) -> dict[str, Any]:
+def verified_timing() -> bool:
+    """Whether timed rounds get new contents and sampled checks (off only for the cost study)."""
+    return os.environ.get(UNVERIFIED_ENV) != "1"
+
+
+def shape_request(case: Case, seeds: ShapeSeeds, verified: bool | None = None) -> dict[str, Any]:
     """What every request about one benchmark shape carries: the case, its inputs' seed and sets,
-    and (unless timing is unverified) the seeds of each round's new contents and of the checks."""
+    and (when timing is `verified`) the seeds of each round's new contents and of the checks."""
     shape: dict[str, Any] = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
-    if os.environ.get(UNVERIFIED_ENV) != "1":
+    if verified_timing() if verified is None else verified:
         shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
     return shape
 
@@ -192,7 +197,7 @@ def measure_shape(
     """
     kind = side.kind
     label = (side.problem.name, case.name)
-    checking = os.environ.get(UNVERIFIED_ENV) != "1"
+    checking = verified_timing()  # read once: the request and the checks must agree
     anchor = pytorch_anchor.key_for(side.problem.name, case.model_dump_json())
     pytorch_ms = pytorch_anchor.lookup(anchor)
     with trace.span(*label, "reference and PyTorch: inputs, warm-up"):
@@ -201,7 +206,7 @@ def measure_shape(
         timing.warm_up(ref_calls)
         if pytorch_ms is None:
             timing.warm_up(torch_calls)
-    shape = shape_request(case, seeds)
+    shape = shape_request(case, seeds, checking)
     rule = rule or rule_for(side.problem)
     rounds = alternate(worker_call, ref_calls, shape, label, quiet, rule, gpu_state.monitor())
     if pytorch_ms is None:
