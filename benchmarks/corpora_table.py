@@ -278,12 +278,17 @@ def phase_sums(result: dict[str, Any] | None) -> dict[str, float]:
 def class_summary(spent: list[dict[str, Any]]) -> str:
     """The class's time by phase, as `grader batch` prints it (the phases overlap between gradings)."""
     total = {name: sum(row.get(name, 0.0) for row in spent) for name in PHASES}
+    wall = max((r["ended_s"] for r in spent), default=0.0)
+    # what the gradings did themselves: one after another, the class would take about this long
+    own = sum(total.values()) - 2 * total["gpu_wait_s"]  # correctness_s holds most of the waiting
     return (
-        f"{len(spent)} gradings, the last ended at {max((r['ended_s'] for r in spent), default=0):.0f} s: "
+        f"{len(spent)} gradings, the last ended at {wall:.0f} s: "
         f"worker start {total['worker_start_s']:.0f} s, correctness {total['correctness_s']:.0f} s, "
         f"first calls at the benchmark shapes {total['warm_s']:.0f} s, "
         f"timing {total['timing_s']:.0f} s (alone on the GPU), timed rounds checked {total['checks_s']:.0f} s, "
-        f"waiting for the GPU {total['gpu_wait_s']:.0f} s"
+        f"waiting for the GPU {total['gpu_wait_s']:.0f} s; their own work {own:.0f} s, "
+        f"{own / max(wall, 1e-9):.1f}x the wall (one-at-a-time estimated, not run), "
+        f"at most {own / max(total['timing_s'], 1e-9):.1f}x with timing alone on the GPU"
     )
 
 
