@@ -149,9 +149,8 @@ def main() -> int:
             else " (not every grading ran: not comparable)"
         ),
         f"the GPU held alone for timing: {alone[concurrent]:.0f} s at --jobs {concurrent}, "
-        f"{alone[serial] * scale:.0f} s at --jobs {serial}; the most any concurrency could give this class: "(
-            f"x{wall[serial] / alone[concurrent]:.2f}" if alone[concurrent] else "n/a (nothing timed)"
-        ),
+        f"{alone[serial] * scale:.0f} s at --jobs {serial}; the most any concurrency could give this class: "
+        + (f"x{wall[serial] / alone[concurrent]:.2f}" if alone[concurrent] else "n/a (nothing timed)"),
         "",
         f"| secret | student | problem | ratio --jobs {serial} | ratio --jobs {concurrent} | difference |",
         "| --- | --- | --- | ---: | ---: | ---: |",
