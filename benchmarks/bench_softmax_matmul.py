@@ -338,7 +338,7 @@ def time_softmax(sm, dev, compile_anchors=True):
         note = f"copy {copy:,.0f} GB/s, ours {100 * ours / copy:.0f}% of copy; torch.compile {fmt(comp)} GB/s"
         if N > sm._MAX_FUSED_N:  # the long-row paths side by side: one pass (default where it fits), split
             split = gbs(nbytes, bench(lambda: sm._split_launch(x, y)))
-            note += f"; split path {split:,.0f} GB/s" + ("" if sm._one_pass_parts(x) else " (the default here)")
+            note += f"; split path {split:,.0f} GB/s" + ("" if sm._one_pass_plan(x) else " (the default here)")
         row("softmax", f"{M}x{N}", dt, "GB/s", ours, ref, ">= torch and >= 85% of copy", max(ref, 0.85 * copy), note)
         del x, y
 

@@ -336,6 +336,12 @@ def _one_pass_pays(x, parts):
     return waves <= 1 or waves >= 4
 
 
+def _one_pass_plan(x):
+    """Programs per row where ``triton_softmax`` takes a long row in one pass; 0 for the split path."""
+    parts = _one_pass_parts(x)
+    return parts if parts and _one_pass_pays(x, parts) else 0
+
+
 def _one_pass_launch(x, y, parts, chunk=_ONE_PASS_CHUNK, spin_limit=None, num_warps=_ONE_PASS_NUM_WARPS,
                      reread=False, max_registers=_ONE_PASS_MAX_REGISTERS):
     M, N = x.shape
@@ -375,7 +381,7 @@ def triton_softmax(x: torch.Tensor) -> torch.Tensor:
         return y
     if N <= _MAX_FUSED_N:
         _fused_launch(x, y)
-    elif (parts := _one_pass_parts(x)) and _one_pass_pays(x, parts):
+    elif parts := _one_pass_plan(x):
         _one_pass_launch(x, y, parts)
     else:
         _split_launch(x, y)
