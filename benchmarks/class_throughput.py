@@ -66,6 +66,7 @@ def batch(folder: Path, out: Path, jobs: str, secret: str, args: argparse.Namesp
     cmd += ["--device", args.device] + ([] if args.resume else ["--regrade"])
     cmd += ["--problems", args.problems] if args.problems else []
     cmd += ["--timeout", args.timeout] if args.timeout else []
+    cmd += ["--spec", str(args.spec)] if args.spec else []
     env = {**os.environ, "GRADER_SECRET": secret, "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, errors="replace")
@@ -107,6 +108,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", help="cpu: a smoke run of this script, no timing")
     parser.add_argument("--submissions", nargs="*", type=Path, default=None, help="folders (default: examples, ...)")
     parser.add_argument("--timeout", default=None, help="each problem's limit, s (batch --timeout)")
+    parser.add_argument("--spec", type=Path, default=None, help="assignment.toml (batch --spec; default the repo's)")
     parser.add_argument("--phase", choices=("both", "concurrent", "serial"), default="both")
     parser.add_argument("--resume", action="store_true", help="keep what earlier runs with this --out graded")
     parser.add_argument(

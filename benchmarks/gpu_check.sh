@@ -6,7 +6,8 @@
 #   STEPS=agreement,batch,kernels,handoutbench benchmarks/gpu_check.sh
 #   STEPS=refcache,correct,corpora benchmarks/gpu_check.sh   (a class on one GPU: issue 27)
 # Steps: refcache fill handout handoutbench grade correct noise unverified corpora class profile agreement
-# batch kernels attention tests (default: all but class and profile).
+# batch kernels attention tests (default: all but class and profile); windowtrial classstart classwait
+# (a class longer than one call, below) only when named.
 # The reference cache travels between lent machines as one archive: step refcache writes
 # $OUT/refcache.tar.gz (`grader reference-cache build --out`); set GRADER_REFERENCE_ARCHIVE to a
 # copy of it in a later call and no grading there autotunes the reference again.
@@ -111,6 +112,49 @@ fi
 if has class; then
   step "a class on one GPU: --jobs auto against --jobs 1 (benchmarks/class_throughput.py)"
   python3 benchmarks/class_throughput.py --out "$OUT/class" ${CLASS_ARGS:-} 2>&1 | tail -n 60
+fi
+# A class longer than one call (ten minutes): STEPS=classstart starts it in the background, on a copy
+# of the tree in $KEEP (which outlives the call on a warm machine), and STEPS=classwait in the next
+# calls to the same machine waits for it (CLASS_WAIT_S at most) and copies what it wrote to $OUT.
+KEEP=${KEEP:-/tmp/gpu-keep}
+if has windowtrial; then
+  # the reference against itself, twice, with thresholds.window_s = WINDOW_S on every problem; the
+  # class then runs with that window if both gradings' geomeans lie within 2% of 1, else the spec's
+  step "the reference against itself with window_s = ${WINDOW_S:-0.125} (benchmarks/spec_variant.py)"
+  mkdir -p "$KEEP"
+  python3 benchmarks/spec_variant.py --out "$KEEP/spec-window" "window_s=${WINDOW_S:-0.125}"
+  for run in w1 w2; do
+    GRADER_TRACE=1 /usr/bin/time -f "wall %e s" python3 -m grader.cli grade reference --out "$OUT/$run" \
+        --problems "$PROBLEMS" --spec "$KEEP/spec-window/assignment.toml" 2>"$OUT/trace-$run.log" | tail -n 3
+    tail -n 1 "$OUT/trace-$run.log"
+  done
+  if python3 benchmarks/noise_report.py "$OUT/w1/result.json" "$OUT/w2/result.json" --within 0.02 | tee "$OUT/window-noise.md"; then
+    echo "$KEEP/spec-window/assignment.toml" > "$KEEP/class-spec"
+  else
+    echo "assignment/assignment.toml" > "$KEEP/class-spec"
+  fi
+  echo "the class will be graded with $(cat "$KEEP/class-spec")"
+fi
+if has classstart; then
+  step "the class in the background: benchmarks/class_throughput.py ${CLASS_ARGS:-} (log: $KEEP/class.log)"
+  rm -rf "$KEEP/src" "$KEEP/class" && mkdir -p "$KEEP/src"
+  tar --exclude=./.whl --exclude=./.git -cf - . | tar -C "$KEEP/src" -xf -
+  spec=$(cat "$KEEP/class-spec" 2>/dev/null || echo assignment/assignment.toml)
+  case "$spec" in /*) ;; *) spec="$KEEP/src/$spec" ;; esac
+  (cd "$KEEP/src" && setsid nohup python3 benchmarks/class_throughput.py --out "$KEEP/class" --spec "$spec" \
+      ${CLASS_ARGS:-} >"$KEEP/class.log" 2>&1 </dev/null & echo $! >"$KEEP/class.pid")
+  echo "started (pid $(cat "$KEEP/class.pid")), spec $spec"
+fi
+if has classwait; then
+  step "waiting for the class (at most ${CLASS_WAIT_S:-540} s)"
+  end=$((SECONDS + ${CLASS_WAIT_S:-540}))
+  while kill -0 "$(cat "$KEEP/class.pid")" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
+  kill -0 "$(cat "$KEEP/class.pid")" 2>/dev/null && echo "still running" || echo "finished"
+  tail -n 70 "$KEEP/class.log"
+  mkdir -p "$OUT/class"
+  cp "$KEEP/class.log" "$OUT/class/" 2>/dev/null
+  (cd "$KEEP/class" 2>/dev/null && find . -maxdepth 5 \( -name '*.json' -o -name '*.csv' -o -name '*.md' \) \
+      -not -path './work/*' | tar -cf - -T - | tar -C "$OUT/class" -xf -)
 fi
 if has profile; then
   # the profile mode (issue 31): one warm call per benchmark shape, kernels by name and time

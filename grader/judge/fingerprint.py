@@ -18,11 +18,13 @@ import json
 from typing import Any, Literal
 
 from grader.records.model import SpecFingerprint
-from grader.spec.model import DEFAULT_PRECISION, Assignment, Problem
+from grader.spec.model import DEFAULT_PRECISION, DEFAULT_WINDOW_S, Assignment, Problem
 
 Suite = Literal["cpu", "gpu"]
 #: per-problem keys that only turn verdicts into points
 SCORING_KEYS = ("points", "thresholds")
+#: thresholds that decide how long shapes are timed (measurements, not points), with their defaults
+TIMING_KEYS = {"precision": DEFAULT_PRECISION, "window_s": DEFAULT_WINDOW_S}
 #: per-problem keys that change neither verdicts nor points (what students read)
 WORDING_KEYS = ("title", "writeup_section")
 
@@ -38,9 +40,10 @@ def _problem_parts(problem: Problem, suite: Suite) -> tuple[dict[str, Any], dict
     scoring = {key: data.pop(key) for key in SCORING_KEYS}
     # how long shapes are timed decides measurements, not points; named only when not the default,
     # so results graded before the setting existed keep their fingerprint
-    precision = scoring["thresholds"].pop("precision", DEFAULT_PRECISION)
-    if precision != DEFAULT_PRECISION:
-        data["timing_precision"] = precision
+    for key, default in TIMING_KEYS.items():
+        value = scoring["thresholds"].pop(key, default)
+        if value != default:
+            data[f"timing_{key}"] = value
     for key in WORDING_KEYS:
         data.pop(key)
     scoring["weights"] = {c["name"]: c.pop("weight") for c in cases}

@@ -22,11 +22,12 @@ from grader.problems.base import round_seed
 # the GPU's clocks wander (5-10% spread on an H200), and only fine interleaving puts both sides
 # on the same part of that wander. Two alternations of 10+ rounds measured one such shape at
 # 0.91-0.93 of itself; the grader's own noise target is 0.97-1.03.
-BUDGET_S = 0.25  # per side and alternation
+# The timed work per side and alternation is the spec's `thresholds.window_s` (0.25 s by default).
 MIN_S = 0.05  # at least this much timed work per side and alternation
-#: the host's seconds a student window may take past its warm-up: the budget counts timed work,
-#: and a call that syncs each round held the GPU 2 s per window for 0.25 s of it (session 12)
-WINDOW_WALL_S = 4 * BUDGET_S
+#: the host's seconds a student window may take past its warm-up, in windows' timed work: the
+#: budget counts timed work, and a call that syncs each round held the GPU 2 s per window for
+#: 0.25 s of it (session 12)
+WINDOW_WALL = 4
 
 #: the most one timing request (a window, the wall-clock check's loop) may hold the GPU alone: the
 #: shape's compiling happened before the window (grader/orchestrator/first_calls.py), so what is
@@ -95,18 +96,19 @@ def _window_pair(
     last_rounds: int,
     label: tuple[str, ...],
     quiet: Callable[[], None],
+    window_s: float,
 ) -> tuple[list[float], list[float], protocol.Timed, Any, float]:
     # the first timed call is also profiled, and a chunk of each later window: the kernel check
     # applies to what is timed too
     first = window == 0
     request = protocol.TimeRequest(
         **shape,
-        budget_s=BUDGET_S,
-        min_s=MIN_S,
+        budget_s=window_s,
+        min_s=min(MIN_S, window_s),
         warm=first,
         profile=first,
         watch_round=watch_round(shape, window, last_rounds),
-        max_wall_s=WINDOW_WALL_S,
+        max_wall_s=WINDOW_WALL * window_s,
     )
     with trace.span(*label, "student"):
         asked = time.monotonic()
@@ -118,7 +120,7 @@ def _window_pair(
     samples = list(reply.samples_s)
     with trace.span(*label, "reference"):
         quiet()  # the worker is stopped while the reference is timed
-        reference = timing.measure(ref_calls, BUDGET_S, warm=False, min_s=MIN_S).samples_s
+        reference = timing.measure(ref_calls, window_s, warm=False, min_s=min(MIN_S, window_s)).samples_s
     return samples, reference, reply, payload, wall
 
 
@@ -139,7 +141,7 @@ def alternate(
         before = monitor.sample()
         last = rounds.checks[-1][1] if rounds.checks else 0
         student, reference, reply, payload, wall = _window_pair(
-            worker_call, ref_calls, shape, len(rounds.checks), last, step, quiet
+            worker_call, ref_calls, shape, len(rounds.checks), last, step, quiet, rule.thresholds.window_s
         )
         if rounds.checks:  # the first window's warm-up and compiles are not the kernel's time
             rounds.student_wall_s += wall

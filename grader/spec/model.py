@@ -50,6 +50,7 @@ class Tier(Strict):
 
 
 DEFAULT_PRECISION = 0.1
+DEFAULT_WINDOW_S = 0.25
 
 
 class Thresholds(Strict):
@@ -67,6 +68,10 @@ class Thresholds(Strict):
     #: points: a shape is timed until its ratio's interval spans fewer points than this, or lies
     #: wholly where the points do not change (grader/judge/stopping.py)
     precision: float = Field(default=DEFAULT_PRECISION, gt=0)
+    #: seconds of timed work per side in one alternation (the student's window, then the
+    #: reference's): shorter windows interleave the two more finely and hold the GPU alone for
+    #: less; the stopping rule adds alternations where their ratios spread (grader/judge/windows.py)
+    window_s: float = Field(default=DEFAULT_WINDOW_S, ge=0.05, le=2.0)
 
     @model_validator(mode="after")
     def _ordered(self) -> Thresholds:

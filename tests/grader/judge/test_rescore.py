@@ -26,14 +26,15 @@ from grader.spec.model import DEFAULT_SPEC, Assignment
 GELU_POINTS = "points = { correctness = 10, performance = 5 }"
 
 
-def edited_spec(tmp_path: Path, old: str, new: str) -> Path:
-    """A copy of the assignment folder with one text replacement in assignment.toml."""
+def edited_spec(tmp_path: Path, old: str, new: str, count: int | None = None) -> Path:
+    """A copy of the assignment folder with one text replacement in assignment.toml (`count`: the
+    first of several, in spec order)."""
     folder = tmp_path / f"assignment{len(list(tmp_path.iterdir()))}"
     shutil.copytree(DEFAULT_SPEC.parent, folder)
     spec = folder / "assignment.toml"
     text = spec.read_text()
-    assert text.count(old) == 1, old
-    spec.write_text(text.replace(old, new))
+    assert text.count(old) == 1 or (count and text.count(old) >= count), old
+    spec.write_text(text.replace(old, new, count or -1))
     return spec
 
 
@@ -99,6 +100,18 @@ def test_tolerances_and_hidden_cases_change_the_grading_half(tmp_path: Path) -> 
         fingerprint(gpu_case, ["gelu"], "gpu").grading
         != fingerprint(load_assignment(DEFAULT_SPEC), ["gelu"], "gpu").grading
     )
+
+
+def test_how_long_shapes_are_timed_changes_the_grading_half_only_off_its_default(tmp_path: Path) -> None:
+    # the window and the precision decide measurements, not points: a GPU grading is redone, and a
+    # spec that spells out the defaults keeps the fingerprint of one that does not
+    base = fingerprint(load_assignment(DEFAULT_SPEC), ["gelu"], "gpu")
+    line = "thresholds = { full_at = 0.9, zero_at = 0.3 }"
+    for setting, same in (("window_s = 0.125", False), ("precision = 0.5", False), ("window_s = 0.25", True)):
+        edited = load_assignment(edited_spec(tmp_path, line, line.replace(" }", f", {setting} }}"), count=1))
+        got = fingerprint(edited, ["gelu"], "gpu")
+        assert (got.grading == base.grading) is same, setting
+        assert got.scoring == base.scoring, setting
 
 
 def test_the_service_table_changes_neither_half() -> None:

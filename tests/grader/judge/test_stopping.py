@@ -113,10 +113,12 @@ class Script:
 
     def __init__(self, pairs: list[tuple[list[float], list[float]]], wall_s: float | None = None) -> None:
         self.pairs, self.calls, self.wall_s = list(pairs), 0, wall_s
+        self.windows: list[float] = []
 
-    def __call__(self, worker_call, ref_calls, shape, window, last_rounds, label, quiet):  # type: ignore[no-untyped-def]
+    def __call__(self, worker_call, ref_calls, shape, window, last_rounds, label, quiet, window_s):  # type: ignore[no-untyped-def]
         student, reference = self.pairs[self.calls]
         self.calls += 1
+        self.windows.append(window_s)
         wall = sum(student) if self.wall_s is None else self.wall_s
         return student, reference, protocol.Timed(samples_s=student, triton_launches=len(student)), {}, wall
 
@@ -133,12 +135,15 @@ class FakeMonitor:
 
 
 def run(
-    pairs: list[tuple[list[float], list[float]]], slow: list[bool], wall_s: float | None = None
+    pairs: list[tuple[list[float], list[float]]],
+    slow: list[bool],
+    wall_s: float | None = None,
+    thresholds: Thresholds = LINEAR,
 ) -> tuple[windows.Rounds, Script]:
     script = Script(pairs, wall_s)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(windows, "_window_pair", script)
-        rounds = windows.alternate(None, [], {}, ("p", "s"), lambda: None, rule(), FakeMonitor(slow))  # type: ignore[arg-type]
+        rounds = windows.alternate(None, [], {}, ("p", "s"), lambda: None, rule(thresholds), FakeMonitor(slow))  # type: ignore[arg-type]
     return rounds, script
 
 
@@ -147,6 +152,13 @@ def test_alternate_stops_a_hopeless_kernel_after_two() -> None:
     rounds, script = run(pairs, [])
     assert script.calls == NOTHING_EARNED_AFTER and rounds.stopped == "settled"
     assert rounds.seen == 10 * NOTHING_EARNED_AFTER and len(rounds.checks) == NOTHING_EARNED_AFTER
+
+
+def test_each_window_times_the_specs_window_s() -> None:
+    pairs = [([0.145] * 10, [0.0045] * 10)] * MAX_ALTERNATIONS
+    assert set(run(pairs, [])[1].windows) == {LINEAR.window_s}
+    short = Thresholds(full_at=0.9, zero_at=0.3, window_s=0.125)
+    assert set(run(pairs, [], thresholds=short)[1].windows) == {0.125}
 
 
 def test_windows_that_hold_the_gpu_long_are_capped_whatever_their_timed_work() -> None:
