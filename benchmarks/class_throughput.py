@@ -15,10 +15,19 @@ each batch then grades only the students it has not graded yet (`grader batch` w
 `--regrade`), and each setting's wall time is the sum over the calls (walls.json). `--phase`
 runs one setting only. Give the class a `--timeout` (a problem's limit in seconds): the bundled
 `broken` example's matmul never returns and would otherwise take its spec limit (600 s) in
-each setting.
+each setting. Not under 240: at 120 the honest `cs336-block-pointers` ran out of its limit while
+timed, 8 at once on the H200 (its compiles slowed by the others' on 16 cores), which the same
+grading alone would not.
 
-    python benchmarks/class_throughput.py --out .out/class --timeout 120 --phase concurrent
-    timeout 560 python benchmarks/class_throughput.py --out .out/class --timeout 120 --phase serial --resume
+    python benchmarks/class_throughput.py --out .out/class --timeout 240 --phase concurrent --together
+    timeout 560 python benchmarks/class_throughput.py --out .out/class --timeout 240 --phase serial --resume
+
+`--together` grades the secrets' batches of the concurrent setting at once, each with its share of
+the slots, as one batch of the whole class would be: one batch per secret, one after the other,
+ends each with its longest gradings running nearly alone (on the H200, session 19, the bundled
+`broken` and `cs336-block-pointers` set each secret's wall at about 330 s while the other 23
+had finished by 200 s). On a warm machine `benchmarks/gpu_check.sh`'s `classstart` and
+`classwait` steps run the whole benchmark in the background across several calls.
 
 Where even that does not fit a session's GPU time (48 gradings one at a time took about 24
 minutes on the H200), `--serial-secrets 1` grades the serial setting under the first secret only
@@ -61,20 +70,45 @@ def build_class(folders: list[Path], secrets: list[str], base: Path) -> dict[str
     return classes
 
 
-def batch(folder: Path, out: Path, jobs: str, secret: str, args: argparse.Namespace) -> float:
+def start_batch(folder: Path, out: Path, jobs: str, secret: str, args: argparse.Namespace) -> subprocess.Popen[bytes]:
+    """`grader batch` of one secret's class, its output to OUT/../SECRET.log (batches run side by side)."""
     cmd = [sys.executable, "-m", "grader.cli", "batch", str(folder), "--out", str(out), "--jobs", jobs]
     cmd += ["--device", args.device] + ([] if args.resume else ["--regrade"])
     cmd += ["--problems", args.problems] if args.problems else []
     cmd += ["--timeout", args.timeout] if args.timeout else []
     cmd += ["--spec", str(args.spec)] if args.spec else []
     env = {**os.environ, "GRADER_SECRET": secret, "PYTHONPATH": str(ROOT)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_of(out), "wb") as log:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def log_of(out: Path) -> Path:
+    return out.parent / f"{out.name}.log"
+
+
+def run_batches(batches: list[tuple[Path, Path, str, str]], args: argparse.Namespace) -> float:
+    """The batches (folder, out, jobs, secret) at once; the wall until the last one ends."""
     started = time.monotonic()
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, errors="replace")
+    running = [(start_batch(*b, args), b[1]) for b in batches]
+    for proc, _ in running:
+        proc.wait()
     wall = time.monotonic() - started
-    print(done.stdout[-1500:], flush=True)
-    if done.returncode:
-        print(done.stderr[-2000:], flush=True)
+    for proc, out in running:
+        text = log_of(out).read_text(errors="replace")
+        print(text[-3500:] if proc.returncode else text[-1500:], flush=True)
     return wall
+
+
+def shared_jobs(jobs: str, ways: int, device: str) -> str:
+    """One batch's share of `jobs` when `ways` batches grade at once on the same GPU."""
+    if jobs == "auto":
+        if device != "cuda":
+            return "1"
+        from grader.batch.concurrency import auto_per_gpu
+
+        return str(max(1, auto_per_gpu() // ways))
+    return str(max(1, int(jobs) // ways))
 
 
 def ratios(out: Path) -> dict[tuple[str, str], float]:
@@ -108,6 +142,12 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", help="cpu: a smoke run of this script, no timing")
     parser.add_argument("--submissions", nargs="*", type=Path, default=None, help="folders (default: examples, ...)")
     parser.add_argument("--timeout", default=None, help="each problem's limit, s (batch --timeout)")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="the concurrent setting grades every secret's batch at once, each with its share of --jobs "
+        "(one queue for the class, as one batch of all its students would be)",
+    )
     parser.add_argument("--spec", type=Path, default=None, help="assignment.toml (batch --spec; default the repo's)")
     parser.add_argument("--phase", choices=("both", "concurrent", "serial"), default="both")
     parser.add_argument("--resume", action="store_true", help="keep what earlier runs with this --out graded")
@@ -126,13 +166,22 @@ def main() -> int:
     alone: dict[str, float] = {}
     for jobs in (concurrent, serial):
         seen[jobs], graded[jobs], alone[jobs] = {}, 0, 0.0
-        for secret, folder in classes.items():
-            if jobs == serial and secret not in serial_secrets:
-                continue
-            out = args.out / f"jobs-{jobs}" / secret
-            if args.phase == "both" or jobs == {"concurrent": concurrent, "serial": serial}[args.phase]:
-                walls[jobs] = walls.get(jobs, 0.0) + batch(folder, out, jobs, secret, args)
-                walls_file.write_text(json.dumps(walls))  # what a cut run did is kept for --resume
+        chosen = [s for s in classes if jobs != serial or s in serial_secrets]
+        outs = {secret: args.out / f"jobs-{jobs}" / secret for secret in chosen}
+        if args.phase == "both" or jobs == {"concurrent": concurrent, "serial": serial}[args.phase]:
+            if args.together and jobs == concurrent:  # the secrets' batches as one class, sharing the slots
+                share = shared_jobs(jobs, len(chosen), args.device)
+                walls[jobs] = walls.get(jobs, 0.0) + run_batches(
+                    [(classes[s], outs[s], share, s) for s in chosen], args
+                )
+                walls_file.write_text(json.dumps(walls))
+            else:
+                for secret in chosen:
+                    walls[jobs] = walls.get(jobs, 0.0) + run_batches(
+                        [(classes[secret], outs[secret], jobs, secret)], args
+                    )
+                    walls_file.write_text(json.dumps(walls))  # what a cut run did is kept for --resume
+        for secret, out in outs.items():
             seen[jobs].update({(secret, *k): v for k, v in ratios(out).items()})
             graded[jobs] += len(list(out.glob("*/result.json")))
             alone[jobs] += held_alone(out)
