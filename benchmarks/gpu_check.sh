@@ -141,20 +141,28 @@ if has classstart; then
   tar --exclude=./.whl --exclude=./.git -cf - . | tar -C "$KEEP/src" -xf -
   spec=$(cat "$KEEP/class-spec" 2>/dev/null || echo assignment/assignment.toml)
   case "$spec" in /*) ;; *) spec="$KEEP/src/$spec" ;; esac
-  (cd "$KEEP/src" && setsid nohup python3 benchmarks/class_throughput.py --out "$KEEP/class" --spec "$spec" \
-      ${CLASS_ARGS:-} >"$KEEP/class.log" 2>&1 </dev/null & echo $! >"$KEEP/class.pid")
-  echo "started (pid $(cat "$KEEP/class.pid")), spec $spec"
+  # the whole subshell's output goes to the log: a pipe left open to this script's caller would
+  # hold the call until the class ended (session 19)
+  (cd "$KEEP/src" && exec setsid python3 benchmarks/class_throughput.py --out "$KEEP/class" --spec "$spec" \
+      ${CLASS_ARGS:-}) >"$KEEP/class.log" 2>&1 </dev/null &
+  sleep 2
+  echo "started ($(pgrep -f "class_throughput.py --out $KEEP/class" | tr '\n' ' ')), spec $spec"
 fi
 if has classwait; then
   step "waiting for the class (at most ${CLASS_WAIT_S:-540} s)"
   end=$((SECONDS + ${CLASS_WAIT_S:-540}))
-  while kill -0 "$(cat "$KEEP/class.pid")" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
-  kill -0 "$(cat "$KEEP/class.pid")" 2>/dev/null && echo "still running" || echo "finished"
+  # CLASS_WAIT_S must end before the call's limit (less than asked when the session's device time is
+  # short: `run` reports limit_s), or what the class wrote is not copied back
+  running() { pgrep -f "class_throughput.py --out $KEEP/class" >/dev/null; }
+  while running && [ $SECONDS -lt $end ]; do sleep 5; done
+  running && echo "still running" || echo "finished"
   tail -n 70 "$KEEP/class.log"
+  # a call brings back a few files only: the report, the walls and the log as they are, the
+  # records (result.json, gradebooks, summaries, batch logs) as one archive
   mkdir -p "$OUT/class"
-  cp "$KEEP/class.log" "$OUT/class/" 2>/dev/null
-  (cd "$KEEP/class" 2>/dev/null && find . -maxdepth 5 \( -name '*.json' -o -name '*.csv' -o -name '*.md' \) \
-      -not -path './work/*' | tar -cf - -T - | tar -C "$OUT/class" -xf -)
+  cp "$KEEP/class.log" "$KEEP/class/class.md" "$KEEP/class/walls.json" "$OUT/class/" 2>/dev/null
+  (cd "$KEEP/class" 2>/dev/null && find . -maxdepth 5 \( -name '*.json' -o -name '*.csv' -o -name '*.log' \) \
+      -not -path './work/*' | tar -czf "$OUT/class/records.tar.gz" -T -)
 fi
 if has profile; then
   # the profile mode (issue 31): one warm call per benchmark shape, kernels by name and time
