@@ -122,6 +122,23 @@ def ratios(out: Path) -> dict[tuple[str, str], float]:
     return found
 
 
+def verdicts(out: Path) -> dict[tuple[str, str], str]:
+    """(student, problem) -> its verdict: the problem's status and its performance's, as recorded."""
+    found = {}
+    for result in out.glob("*/result.json"):
+        for problem in json.loads(result.read_text()).get("problems", []):
+            perf = (problem.get("performance") or {}).get("status", "-")
+            found[(result.parent.name, problem["name"])] = f"{problem.get('status')}/{perf}"
+    return found
+
+
+def verdict_lines(label: str, a: dict[tuple[str, ...], str], b: dict[tuple[str, ...], str]) -> list[str]:
+    """How many of the rows graded both ways have the same verdict, and the ones that differ."""
+    both = sorted(a.keys() & b.keys())
+    differ = [f"{'/'.join(k)}: {a[k]} against {b[k]}" for k in both if a[k] != b[k]]
+    return [f"verdicts, {label}: {len(both) - len(differ)} of {len(both)} the same"] + [f"  - {d}" for d in differ]
+
+
 def held_alone(out: Path) -> float:
     """Seconds the batch's gradings held the GPU alone (their problems' timing phases, summed):
     no concurrency makes a class's wall shorter than this, so one-at-a-time wall over it bounds
@@ -164,8 +181,9 @@ def main() -> int:
     seen: dict[str, dict[tuple[str, str, str], float]] = {}
     graded: dict[str, int] = {}
     alone: dict[str, float] = {}
+    judged: dict[str, dict[tuple[str, ...], str]] = {}
     for jobs in (concurrent, serial):
-        seen[jobs], graded[jobs], alone[jobs] = {}, 0, 0.0
+        seen[jobs], graded[jobs], alone[jobs], judged[jobs] = {}, 0, 0.0, {}
         chosen = [s for s in classes if jobs != serial or s in serial_secrets]
         outs = {secret: args.out / f"jobs-{jobs}" / secret for secret in chosen}
         if args.phase == "both" or jobs == {"concurrent": concurrent, "serial": serial}[args.phase]:
@@ -183,6 +201,7 @@ def main() -> int:
                     walls_file.write_text(json.dumps(walls))  # what a cut run did is kept for --resume
         for secret, out in outs.items():
             seen[jobs].update({(secret, *k): v for k, v in ratios(out).items()})
+            judged[jobs].update({(secret, *k): v for k, v in verdicts(out).items()})
             graded[jobs] += len(list(out.glob("*/result.json")))
             alone[jobs] += held_alone(out)
     students = sum(len(list(f.iterdir())) for f in classes.values())
@@ -211,7 +230,13 @@ def main() -> int:
         a, b = seen[serial][key], seen[concurrent][key]
         worst = max(worst, abs(b / a - 1))
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {a:.3f} | {b:.3f} | {100 * (b / a - 1):+.1f}% |")
-    lines.append(f"\nlargest difference: {100 * worst:.1f}%")
+    lines.append(f"\nlargest difference: {100 * worst:.1f}%\n")
+    lines += verdict_lines(f"--jobs {serial} against --jobs {concurrent}", judged[serial], judged[concurrent])
+    first, *others = secrets  # the same code under other inputs, in the concurrent setting
+    mine = {k[1:]: v for k, v in judged[concurrent].items() if k[0] == first}
+    for other in others:
+        theirs = {k[1:]: v for k, v in judged[concurrent].items() if k[0] == other}
+        lines += verdict_lines(f"{first} against {other} at --jobs {concurrent}", mine, theirs)
     text = "\n".join(lines)
     print(text, flush=True)
     (args.out / "class.md").write_text(text + "\n")
