@@ -284,6 +284,15 @@ def run_batch(batch: BatchOptions) -> int:
     return 0
 
 
+#: what a problem's `contended` says it ran out of
+_RAN_OUT = {"time_limit": "its time limit", "out_of_memory": "GPU memory"}
+
+
+def contention(result: Result) -> list[str]:
+    """What the result's problems ran out of that other gradings beside it may have caused."""
+    return [f"{p.name} ran out of {_RAN_OUT[p.contended]}" for p in result.problems if p.contended]
+
+
 def _grade_all(
     todo: list[Task], runner: Runner, ctx: Context, progress: Progress, bar: Any
 ) -> Iterator[tuple[Task, Result, str | None]]:
@@ -299,10 +308,16 @@ def _grade_all(
         shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
         progress.update(bar, description=f"grading {shown}" if shown else "grading")
 
-    def one(task: Task, slot: str | None) -> tuple[Result, str | None]:
+    # beside other gradings on a GPU, a grading that ran out of its time limit or of GPU memory
+    # may have been slowed or crowded out by them: it is graded again once the others are done
+    shared = ctx.device == "cuda" and runner.parallel and len(runner.slots) > 1 and not hasattr(runner, "start")
+    again: list[tuple[Task, list[str]]] = []
+
+    def one(task: Task, slot: str | None, note: str = "") -> tuple[Result, str | None]:
         with lock:
             running[task.student] = time.monotonic()
         describe()
+        kept = False
         try:
             try:
                 result = runner.run(task, slot)
@@ -310,11 +325,18 @@ def _grade_all(
                 raise
             except Exception as exc:  # a bug or an engine failure: an error row, never a stopped batch
                 result = ctx.infra_error(task, f"{type(exc).__name__}: {exc}", "none")
+            if note:
+                result.warnings.append(note)
+            elif shared and (why := contention(result)):
+                with lock:
+                    again.append((task, why))
+                kept = True  # its files, for the grading alone
             return commit_or_error(ctx, task, result), slot
         finally:
             with lock:
                 running.pop(task.student, None)
-            shutil.rmtree(task.work, ignore_errors=True)
+            if not kept:
+                shutil.rmtree(task.work, ignore_errors=True)
             describe()
 
     if not runner.parallel:
@@ -349,11 +371,17 @@ def _grade_all(
                     result, slot = future.result()
                 except Cancelled:
                     continue
+                if any(task is waiting for waiting, _ in again):
+                    continue  # its result stands on disk until the grading alone replaces it
                 yield task, result, slot
+        pool.shutdown(wait=True)
+        for task, why in again:  # every other grading has ended: the GPU is this one's
+            note = f"graded again alone: {'; '.join(why)} beside other gradings (this is the grading alone)"
+            result, slot = one(task, runner.slots[0], note)
+            yield task, result, slot
     except BaseException:
         for future in futures:
             future.cancel()
         runner.stop()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)

@@ -46,6 +46,7 @@ def make(run: ProblemRun) -> str | None:
                 finally:
                     run.pause()  # a worker runs only while its grading holds the GPU
             if isinstance(reply, protocol.Failed):
+                run.note_failure(reply)  # out of memory beside others: contention
                 if not reply.fatal:
                     return None  # the timing makes the call again, alone, and says what it raised
                 run.close()
@@ -54,6 +55,7 @@ def make(run: ProblemRun) -> str | None:
             trace.note(reply.call_s, name, case.name, "in the worker: one first call")
     except WorkerTimeout:
         run.close()
+        run.contended = "time_limit"  # after every correctness case passed, beside other gradings
         return f"the problem's time limit of {limit:g} s ran out in the first calls at the benchmark shapes"
     except (WorkerDied, protocol.ProtocolError) as exc:
         run.close()

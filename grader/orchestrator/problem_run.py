@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from grader.orchestrator import first_calls, gpu_lease, profiles, timed_shapes, 
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
-from grader.records.model import Performance, Phases, ProblemResult, ShapeProfile, ShapeTiming, TestResult
+from grader.records.model import Contention, Performance, Phases, ProblemResult, ShapeProfile, ShapeTiming, TestResult
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.kernel_copy import HeldCache
 from grader.sandbox.process import Waiting, WorkerDied, WorkerProcess, WorkerTimeout
@@ -56,6 +56,7 @@ class ProblemRun:
         self.fatal: str | None = None
         #: why the benchmark shapes' first calls (warm()) failed: the problem is then not timed
         self.unwarmed: str | None = None
+        self.contended: Contention | None = None  # the record's field: may be other gradings' doing
         self.isolation = ""
         self.spawned_at = 0.0
         self.started = 0.0
@@ -149,6 +150,13 @@ class ProblemRun:
                 self.output.append(text)
             self.worker = None
 
+    def note_failure(self, reply: protocol.Failed) -> None:
+        """A call's failure: a fatal one ends the worker; out of memory beside others is contention."""
+        if reply.type == "OutOfMemoryError" and self.lease is not None:
+            self.contended = "out_of_memory"
+        if reply.fatal:
+            self.stop_worker()
+
     # -- one call ---------------------------------------------------------------------------------
 
     def _call(self, case: Case, repeat: int) -> tuple[bool, str]:
@@ -188,8 +196,7 @@ class ProblemRun:
         with trace.span(*label, "worker round trip"):
             reply, blob = self.worker.call(request, protocol.pack_tensors(inputs), self.deadline, max_blob, waiting)
         if isinstance(reply, protocol.Failed):
-            if reply.fatal:
-                self.stop_worker()
+            self.note_failure(reply)
             return False, f"{reply.message}\n{reply.traceback}".strip()
         assert isinstance(reply, protocol.Called)  # the only other reply a call may get
         trace.note(reply.call_s, *label, "in the worker: the call, profiled")
@@ -321,38 +328,12 @@ class ProblemRun:
         perf = self.timed
         if isinstance(perf, list):
             started = time.monotonic()
-            self._check_timed_rounds()
+            timed_shapes.check_timed_rounds(self)
             self.phases.checks_s = time.monotonic() - started
             perf = performance.score(self.problem, perf, self.gpu_name)
         result = self._result(self.cases, tests, perf, time.monotonic() - self.started - self.waited)
         result.profile = self.profiled
         return result
-
-    def _check_timed_rounds(self) -> None:
-        """Each timed shape's sampled rounds checked beside other gradings' calls. Their workers'
-        memory may leave too little for a shape's inputs: a check that runs out is made again with
-        the GPU held alone, and one that runs out even then flags its shape (points withheld, the
-        reason in the record), never the grading."""
-        short: list[round_checks.ShapeChecks] = []
-        with self.gpu_hold():
-            for check in self.checks:
-                try:
-                    check.run()
-                except torch.cuda.OutOfMemoryError:
-                    short.append(check)
-                    torch.cuda.empty_cache()
-        if not short:
-            return
-        with self.lease.exclusive() if self.lease is not None else nullcontext():
-            for check in short:
-                try:
-                    check.run()
-                except torch.cuda.OutOfMemoryError:
-                    torch.cuda.empty_cache()
-                    check.shape.flags.append(
-                        f"{check.case.name}: the timed rounds could not be checked (out of GPU memory for the "
-                        f"shape's inputs, even with the GPU held alone): no points without the check"
-                    )
 
     # -- performance ------------------------------------------------------------------------------
 
@@ -394,6 +375,7 @@ class ProblemRun:
             duration_s=round(duration, 3),
             kernel_check=self.cheat,
             phases=Phases(**{k: round(v, 3) for k, v in self.phases.model_dump().items()}),
+            contended=self.contended,
         )
         if not cases:
             result.message = f"no {'GPU' if self.device == 'cuda' else 'CPU'} cases: not yet part of the assignment"

@@ -2,20 +2,21 @@
 
 `measure` runs while grade's `_timing_lease` is held: each shape's alternating windows, the
 wall-clock check, the PyTorch anchor. What needs the GPU but not alone (the sampled rounds'
-checks, `round_checks.ShapeChecks`) is left on the run for `ProblemRun.finish`, which scores the
-shapes once those checks have added their flags.
+checks, `round_checks.ShapeChecks`) is left on the run for `ProblemRun.finish`, which runs them
+(`check_timed_rounds`) and scores the shapes once those checks have added their flags.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from grader import protocol
-from grader.judge import performance, windows
+from grader.judge import performance, round_checks, windows
 from grader.orchestrator import trace, untimed
 from grader.records.model import Performance, ShapeTiming, TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
@@ -76,15 +77,42 @@ def call(
         run.stop_worker()
         if bound < run.deadline:
             raise TimingFailed(windows.request_limit_reason(request)) from None
+        run.contended = "time_limit"  # every correctness case passed: its compiles may have been slowed by others'
         raise TimingFailed(f"the problem's time limit of {run.limit:g} s ran out while timing") from None
     except (WorkerDied, protocol.ProtocolError) as exc:
         run.stop_worker()
         raise TimingFailed(str(exc)) from None
     if isinstance(reply, protocol.Failed):
-        if reply.fatal:
-            run.stop_worker()
+        run.note_failure(reply)  # out of memory: other gradings' workers hold theirs while stopped
         raise TimingFailed(reply.message)
     assert isinstance(reply, (protocol.Timed, protocol.Looped, protocol.Profiled))  # the other replies it may get
     # what timed calls launch, and what the watched ones ran, are judged with the shape's other
     # flags (performance.launch_flags, performance.watched_flags): they withhold the performance
     return reply, payload
+
+
+def check_timed_rounds(run: ProblemRun) -> None:
+    """Each timed shape's sampled rounds checked beside other gradings' calls. Their workers'
+    memory may leave too little for a shape's inputs: a check that runs out is made again with
+    the GPU held alone, and one that runs out even then flags its shape (points withheld, the
+    reason in the record), never the grading."""
+    short: list[round_checks.ShapeChecks] = []
+    with run.gpu_hold():
+        for check in run.checks:
+            try:
+                check.run()
+            except torch.cuda.OutOfMemoryError:
+                short.append(check)
+                torch.cuda.empty_cache()
+    if not short:
+        return
+    with run.lease.exclusive() if run.lease is not None else nullcontext():
+        for check in short:
+            try:
+                check.run()
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                check.shape.flags.append(
+                    f"{check.case.name}: the timed rounds could not be checked (out of GPU memory for the "
+                    f"shape's inputs, even with the GPU held alone): no points without the check"
+                )

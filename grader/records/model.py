@@ -22,6 +22,7 @@ ErrorKind = Literal["submission", "infrastructure"]
 
 TestStatus = Literal["passed", "failed", "error", "skipped"]
 ProblemStatus = Literal["passed", "partial", "failed", "error", "skipped"]
+Contention = Literal["time_limit", "out_of_memory"]
 
 
 class Record(BaseModel):
@@ -191,6 +192,11 @@ class ProblemResult(Record):
     phases: Phases | None = None
     #: `--profile`: per public benchmark shape, where one warm call's GPU time went
     profile: list[ShapeProfile] = Field(default_factory=list)
+    #: what the problem ran out of while its grading shared the GPU with others, and may not have
+    #: alone: its time limit once every correctness case had passed (compiles slowed by theirs), or
+    #: GPU memory (theirs held beside it). A batch that graded it beside others grades it again
+    #: alone (grader/batch/run.py); None when neither happened
+    contended: Contention | None = None
 
 
 class SpecFingerprint(Record):

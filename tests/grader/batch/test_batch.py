@@ -9,6 +9,7 @@ import io
 import json
 import shutil
 import tarfile
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -461,3 +462,86 @@ def test_real_subprocess_batch_two_at_once(tmp_path: Path) -> None:
     result = Result.model_validate_json((out / "crashes" / "result.json").read_text())
     assert "exited with code 3" in json.dumps(result.model_dump())
     assert json.loads((out / "summary.json").read_text())["mode"] == "subprocess"
+
+
+class SharedGpuRunner:
+    """Stands in for a runner that grades several at once on one GPU: the student `crowded` runs
+    out of GPU memory while others are being graded, and not when graded alone."""
+
+    parallel = True
+
+    def __init__(self, fake: FakeGrade, ctx: Any) -> None:
+        self.fake, self.ctx = fake, ctx
+        self.slots: list[str | None] = ["0", "0"]
+        self.beside: dict[str, list[int]] = {}  # per student, per grading: how many others ran meanwhile
+        self.running: set[str] = set()
+        self.lock = threading.Lock()
+        self.meet = threading.Barrier(2, timeout=30)
+
+    def run(self, task: Task, slot: str | None) -> Result:
+        with self.lock:
+            first = task.student not in self.beside
+            self.beside.setdefault(task.student, [])
+            self.running.add(task.student)
+        try:
+            if first and task.student in ("crowded", "x"):
+                self.meet.wait()  # the first two start together, whatever the machine's load
+            with self.lock:
+                seen = self.running - {task.student}
+            options = dataclasses.replace(self.ctx.options, student=task.student)
+            result = self.fake(self.ctx.assignment, task.folder, options)
+            if first and task.student in ("crowded", "x"):
+                self.meet.wait()  # and are both running until each has looked
+            self.beside[task.student].append(len(seen))
+            if task.student == "crowded" and seen:
+                result.problems[0].contended = "out_of_memory"
+            return result
+        finally:
+            with self.lock:
+                self.running.discard(task.student)
+
+    def stop(self) -> None:
+        pass
+
+
+def crowded_class(tmp_path: Path, fake: FakeGrade, device: str) -> tuple[list[str], SharedGpuRunner, Path]:
+    """The class crowded, x, y graded two at once by SharedGpuRunner as on `device`: the order
+    results came in, the runner, the output folder."""
+    from rich.progress import Progress
+
+    from grader.batch.resume import ResumeChanges
+    from grader.batch.run import ClassBook, _grade_all, batch_context, plan_tasks
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("crowded", "x", "y"):  # in this order: crowded and x start together
+        shutil.copytree(CORRECT, subs / name)
+    batch = options_from_args(parse("batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu"))
+    ctx = dataclasses.replace(batch_context(batch, load_assignment(batch.spec)), device=device)
+    runner = SharedGpuRunner(fake, ctx)
+    out.mkdir()
+    book = ClassBook(out, ["gelu"], {}, ["crowded", "x", "y"])
+    todo = plan_tasks(discover(subs), batch, ctx, book, ResumeChanges.under(ctx.assignment), lambda _: None)
+    with Progress() as progress:
+        graded = list(_grade_all(todo, runner, ctx, progress, progress.add_task("grading", total=3)))
+    return [task.student for task, _, _ in graded], runner, out
+
+
+def test_a_grading_crowded_out_beside_others_is_graded_again_alone(tmp_path: Path, fake: FakeGrade) -> None:
+    # a result that ran out of GPU memory (or of its time limit) while it shared the GPU may be the
+    # other gradings' doing: the batch grades it again once every other grading has ended, and the
+    # grading alone is the one kept, saying so; the others are graded once
+    order, runner, out = crowded_class(tmp_path, fake, "cuda")
+    assert order[-1] == "crowded"  # kept back until the others ended
+    assert runner.beside["crowded"][-1] == 0 and len(runner.beside["crowded"]) == 2
+    assert len(runner.beside["x"]) == len(runner.beside["y"]) == 1
+    kept = Result.model_validate_json((out / "crowded" / "result.json").read_text())
+    assert kept.problems[0].contended is None
+    assert any("graded again alone: gelu ran out of GPU memory" in w for w in kept.warnings)
+    assert not (out / WORK / "crowded").exists()  # its files, kept for the second grading, are gone
+
+
+def test_on_a_cpu_nothing_is_shared_so_nothing_is_graded_again(tmp_path: Path, fake: FakeGrade) -> None:
+    _, runner, out = crowded_class(tmp_path, fake, "cpu")
+    assert len(runner.beside["crowded"]) == 1
+    kept = Result.model_validate_json((out / "crowded" / "result.json").read_text())
+    assert kept.problems[0].contended == "out_of_memory" and not kept.warnings

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import torch
 
+from grader import protocol
 from grader.judge import performance, round_checks
+from grader.orchestrator import gpu_lease, timed_shapes
 from grader.orchestrator.options import GradeOptions
 from grader.orchestrator.problem_run import ProblemRun
 from grader.records.model import ShapeTiming
@@ -52,7 +54,7 @@ def shape() -> ShapeTiming:
 def test_a_check_short_of_memory_beside_others_is_made_again_alone(tmp_path: Path) -> None:
     run, honest = problem_run(tmp_path), shape()
     run.checks = [ShortOfMemory(honest, times=1, flags=[])]
-    run._check_timed_rounds()
+    timed_shapes.check_timed_rounds(run)
     assert run.checks[0].made == 2 and honest.flags == []
     assert performance.score(SPEC.problem("gelu"), [honest], "H200").status == "measured"
 
@@ -60,7 +62,7 @@ def test_a_check_short_of_memory_beside_others_is_made_again_alone(tmp_path: Pat
 def test_a_wrong_round_found_on_the_second_try_still_withholds_the_points(tmp_path: Path) -> None:
     run, wrong = problem_run(tmp_path), shape()
     run.checks = [ShortOfMemory(wrong, times=1, flags=["timed round 3 computed a wrong result"])]
-    run._check_timed_rounds()
+    timed_shapes.check_timed_rounds(run)
     graded = performance.score(SPEC.problem("gelu"), [wrong], "H200")
     assert graded.status == "flagged" and graded.score == 0 and "wrong result" in graded.reason
 
@@ -68,10 +70,26 @@ def test_a_wrong_round_found_on_the_second_try_still_withholds_the_points(tmp_pa
 def test_a_check_that_never_fits_flags_its_shape_not_the_grading(tmp_path: Path) -> None:
     run, unchecked = problem_run(tmp_path), shape()
     run.checks = [ShortOfMemory(unchecked, times=2, flags=[])]
-    run._check_timed_rounds()
+    timed_shapes.check_timed_rounds(run)
     graded = performance.score(SPEC.problem("gelu"), [unchecked], "H200")
     assert graded.status == "flagged" and graded.score == 0
     assert "could not be checked (out of GPU memory" in graded.reason
+
+
+def test_out_of_memory_beside_other_gradings_is_marked_as_contention(tmp_path: Path) -> None:
+    # the record's `contended` tells a batch to grade the student again alone; a CPU grading (no
+    # lease: nothing shared) and any other failure leave it unset
+    run = problem_run(tmp_path)
+    oom = protocol.Failed(type="OutOfMemoryError", message="CUDA out of memory", fatal=True)
+    run.note_failure(oom)
+    assert run.contended is None
+    folder = tmp_path / "locks"
+    folder.mkdir(mode=0o700)
+    run.lease = gpu_lease.GpuLease("gpu-test", folder)
+    run.note_failure(protocol.Failed(type="ValueError", message="bad shape"))
+    assert run.contended is None
+    run.note_failure(oom)
+    assert run.contended == "out_of_memory"
 
 
 # writes a compiled-kernel file into its Triton cache as it is imported
