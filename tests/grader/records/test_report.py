@@ -190,3 +190,13 @@ def test_nsight_computes_counters_show_beside_the_profile_or_why_not() -> None:
     print_profiles(graded, Console(file=buffer, width=220))
     text = buffer.getvalue()
     assert "Nsight Compute, the same call" in text and "4012" in text and "89" in text and "keeps the counters" in text
+
+
+def test_a_problem_crowded_out_by_other_gradings_says_so() -> None:
+    graded = result()
+    assert "while the GPU was shared with other gradings" not in render_html(graded)
+    graded.problems[0].contended = "out_of_memory"
+    html = render_html(graded)
+    assert "ran out of GPU memory while the GPU was shared with other gradings" in html
+    graded.problems[0].contended = "time_limit"
+    assert "ran out of its time limit while the GPU was shared" in render_html(graded)
