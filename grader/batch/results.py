@@ -198,3 +198,12 @@ def rebuild_gradebook(grades: Path) -> bool:
     meta["rescored_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     gradebook.write(grades, rows, names, meta)
     return True
+
+
+#: what a problem's `contended` says it ran out of
+_RAN_OUT = {"time_limit": "its time limit", "out_of_memory": "GPU memory"}
+
+
+def contention(result: Result) -> list[str]:
+    """What the result's problems ran out of that other gradings beside it may have caused."""
+    return [f"{p.name} ran out of {_RAN_OUT[p.contended]}" for p in result.problems if p.contended]

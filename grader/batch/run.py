@@ -32,7 +32,7 @@ from grader.batch.context import Context, selected_problems
 from grader.batch.discovery import WORK, Entry, discover
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
-from grader.batch.results import commit_or_error, commit_result, previous, remove_partial_files
+from grader.batch.results import commit_or_error, commit_result, contention, previous, remove_partial_files
 from grader.batch.resume import ResumeChanges
 from grader.batch.runner_choice import make_runner
 from grader.batch.runners import Runner
@@ -284,15 +284,6 @@ def run_batch(batch: BatchOptions) -> int:
     return 0
 
 
-#: what a problem's `contended` says it ran out of
-_RAN_OUT = {"time_limit": "its time limit", "out_of_memory": "GPU memory"}
-
-
-def contention(result: Result) -> list[str]:
-    """What the result's problems ran out of that other gradings beside it may have caused."""
-    return [f"{p.name} ran out of {_RAN_OUT[p.contended]}" for p in result.problems if p.contended]
-
-
 def _grade_all(
     todo: list[Task], runner: Runner, ctx: Context, progress: Progress, bar: Any
 ) -> Iterator[tuple[Task, Result, str | None]]:
@@ -346,6 +337,27 @@ def _grade_all(
             yield task, result, slot
         return
 
+    for task, result, slot in _in_parallel(todo, runner, one, progress, bar):
+        if not any(task is waiting for waiting, _ in again):  # else its result stands until graded alone
+            yield task, result, slot
+    try:
+        for task, why in again:  # every other grading has ended: the GPU is this one's
+            note = f"graded again alone: {'; '.join(why)} beside other gradings (this is the grading alone)"
+            result, slot = one(task, runner.slots[0], note)
+            yield task, result, slot
+    except BaseException:
+        runner.stop()
+        raise
+
+
+def _in_parallel(
+    todo: list[Task],
+    runner: Runner,
+    one: Callable[[Task, str | None], tuple[Result, str | None]],
+    progress: Progress,
+    bar: Any,
+) -> Iterator[tuple[Task, Result, str | None]]:
+    """`one` for every task on the runner's slots at once; yields (task, result, slot) as each ends."""
     free: queue.Queue[str | None] = queue.Queue()
     for slot in runner.slots:
         free.put(slot)
@@ -371,17 +383,11 @@ def _grade_all(
                     result, slot = future.result()
                 except Cancelled:
                     continue
-                if any(task is waiting for waiting, _ in again):
-                    continue  # its result stands on disk until the grading alone replaces it
                 yield task, result, slot
-        pool.shutdown(wait=True)
-        for task, why in again:  # every other grading has ended: the GPU is this one's
-            note = f"graded again alone: {'; '.join(why)} beside other gradings (this is the grading alone)"
-            result, slot = one(task, runner.slots[0], note)
-            yield task, result, slot
     except BaseException:
         for future in futures:
             future.cancel()
         runner.stop()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
+    pool.shutdown(wait=True)
