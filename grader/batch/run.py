@@ -32,6 +32,7 @@ from grader.batch.context import Context, selected_problems
 from grader.batch.discovery import WORK, Entry, discover
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
+from grader.batch.order import heaviest_first
 from grader.batch.results import commit_or_error, commit_result, contention, previous, remove_partial_files
 from grader.batch.resume import ResumeChanges
 from grader.batch.runner_choice import make_runner
@@ -337,7 +338,8 @@ def _grade_all(
             yield task, result, slot
         return
 
-    for task, result, slot in _in_parallel(todo, runner, one, progress, bar):
+    order = heaviest_first(todo, ctx.problems) if len(runner.slots) > 1 else todo  # a shorter tail
+    for task, result, slot in _in_parallel(order, runner, one, progress, bar):
         if not any(task is waiting for waiting, _ in again):  # else its result stands until graded alone
             yield task, result, slot
     try:
