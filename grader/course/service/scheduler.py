@@ -4,7 +4,10 @@ On a GPU several gradings run at once and their timing stays exclusive through t
 (docs/gpu-scheduling.md): the service only starts `grader grade` children, as `grader batch
 --jobs N` does. At start-up, what a killed server was grading goes back to the queue, and the
 `grader grade` child it had started (recorded by pid in the job's row) is ended first, with the
-workers its scope file lists, so a job never runs twice at once.
+workers its scope file lists, so a job never runs twice at once. A grading that ran out of GPU
+memory, or of its time limit once its correctness had passed, while others shared the GPU is
+graded again alone, as `grader batch` does (docs/gpu-scheduling.md): no worker takes a new job
+until it is done.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from grader.batch.results import contention
 from grader.containers.docker import Cancelled
 from grader.course.service import store
 from grader.course.service.jobs import GradingSetup, Outcome, grade_job
@@ -36,6 +40,10 @@ class Scheduler:
         self._claim = threading.Lock()
         self._runners: dict[int, object] = {}
         self._threads: list[threading.Thread] = []
+        # gradings in flight, and whether one is being graded alone (no new job starts meanwhile)
+        self._gate = threading.Condition()
+        self._running = 0
+        self._alone = False
 
     def start(self) -> list[int]:
         """Requeue what a killed server left running, then start the workers; returns the requeued ids."""
@@ -62,13 +70,23 @@ class Scheduler:
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
-            with self._claim:
-                job = store.claim_next(self.engine)
+            with self._gate:
+                while self._alone and not self.stopping.is_set():
+                    self._gate.wait(IDLE_WAIT_S)
+                self._running += 1  # before the claim: a grading alone waits for this one too
+            try:
+                with self._claim:
+                    job = store.claim_next(self.engine)
+                if job is not None:
+                    self.run(job)
+            finally:
+                with self._gate:
+                    self._running -= 1
+                    self._gate.notify_all()
             if job is None:
                 self.wake.wait(IDLE_WAIT_S)
                 self.wake.clear()
                 continue
-            self.run(job)
             self.wake.set()  # this student may have more queued: let the next worker look
 
     def run(self, job: store.Job) -> None:
@@ -81,8 +99,8 @@ class Scheduler:
             else:
                 self._runners[job.id] = runner
 
-        try:
-            outcome = self.grade(
+        def grade() -> Outcome:
+            return self.grade(
                 self.setup,
                 job.id,
                 job.attempts,
@@ -95,6 +113,14 @@ class Scheduler:
                 started,
                 track,
             )
+
+        try:
+            outcome = grade()
+            why = contention(outcome.result) if self.setup.device == "cuda" and self.setup.jobs > 1 else []
+            if why and not self.stopping.is_set():
+                outcome = self._alone_grading(grade)
+                note = f"graded again alone: {'; '.join(why)} beside other gradings (this is the grading alone)"
+                outcome.result.warnings.append(note)
         except Cancelled:
             store.requeue(self.engine, job.id)
             return
@@ -109,6 +135,24 @@ class Scheduler:
             store.requeue(self.engine, job.id)  # killed by the shutdown, not by the submission
             return
         store.finish(self.engine, job.id, outcome.state, outcome.result.model_dump_json(), outcome.result.error)
+
+    def _alone_grading(self, grade: Callable[[], Outcome]) -> Outcome:
+        """`grade` once every other grading in flight has ended, none starting until it is done."""
+        with self._gate:
+            self._running -= 1  # not in flight while it waits: two crowded-out gradings take turns
+            self._gate.notify_all()
+            while self._alone:
+                self._gate.wait()
+            self._alone = True
+            while self._running > 0 and not self.stopping.is_set():
+                self._gate.wait(IDLE_WAIT_S)
+        try:
+            return grade()
+        finally:
+            with self._gate:
+                self._alone = False
+                self._running += 1  # the loop counts this worker out once run() returns
+                self._gate.notify_all()
 
 
 def end_orphan(pid: int | None, files: Path) -> bool:
