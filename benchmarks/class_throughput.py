@@ -187,18 +187,12 @@ def main() -> int:
         chosen = [s for s in classes if jobs != serial or s in serial_secrets]
         outs = {secret: args.out / f"jobs-{jobs}" / secret for secret in chosen}
         if args.phase == "both" or jobs == {"concurrent": concurrent, "serial": serial}[args.phase]:
-            if args.together and jobs == concurrent:  # the secrets' batches as one class, sharing the slots
-                share = shared_jobs(jobs, len(chosen), args.device)
-                walls[jobs] = walls.get(jobs, 0.0) + run_batches(
-                    [(classes[s], outs[s], share, s) for s in chosen], args
-                )
-                walls_file.write_text(json.dumps(walls))
-            else:
-                for secret in chosen:
-                    walls[jobs] = walls.get(jobs, 0.0) + run_batches(
-                        [(classes[secret], outs[secret], jobs, secret)], args
-                    )
-                    walls_file.write_text(json.dumps(walls))  # what a cut run did is kept for --resume
+            together = args.together and jobs == concurrent  # the secrets' batches as one class
+            share = shared_jobs(jobs, len(chosen), args.device) if together else jobs
+            for group in [chosen] if together else [[secret] for secret in chosen]:
+                batches = [(classes[s], outs[s], share, s) for s in group]
+                walls[jobs] = walls.get(jobs, 0.0) + run_batches(batches, args)
+                walls_file.write_text(json.dumps(walls))  # what a cut run did is kept for --resume
         for secret, out in outs.items():
             seen[jobs].update({(secret, *k): v for k, v in ratios(out).items()})
             judged[jobs].update({(secret, *k): v for k, v in verdicts(out).items()})

@@ -207,3 +207,8 @@ _RAN_OUT = {"time_limit": "its time limit", "out_of_memory": "GPU memory"}
 def contention(result: Result) -> list[str]:
     """What the result's problems ran out of that other gradings beside it may have caused."""
     return [f"{p.name} ran out of {_RAN_OUT[p.contended]}" for p in result.problems if p.contended]
+
+
+def alone_note(why: list[str]) -> str:
+    """The warning on the result of a grading made again alone (`grader batch`, `grader serve`)."""
+    return f"graded again alone: {'; '.join(why)} beside other gradings (this is the grading alone)"

@@ -33,7 +33,7 @@ from grader.batch.discovery import WORK, Entry, discover
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
 from grader.batch.order import heaviest_first
-from grader.batch.results import commit_or_error, commit_result, contention, previous, remove_partial_files
+from grader.batch.results import alone_note, commit_or_error, commit_result, contention, previous, remove_partial_files
 from grader.batch.resume import ResumeChanges
 from grader.batch.runner_choice import make_runner
 from grader.batch.runners import Runner
@@ -344,8 +344,7 @@ def _grade_all(
             yield task, result, slot
     try:
         for task, why in again:  # every other grading has ended: the GPU is this one's
-            note = f"graded again alone: {'; '.join(why)} beside other gradings (this is the grading alone)"
-            result, slot = one(task, runner.slots[0], note)
+            result, slot = one(task, runner.slots[0], alone_note(why))
             yield task, result, slot
     except BaseException:
         runner.stop()

@@ -73,8 +73,7 @@ def prime_reference(run: ProblemRun) -> None:
     seeds = performance.ShapeSeeds.draw(run.options.secret, run.problem.name, case)
     with trace.span(run.problem.name, case.name, "the reference's first call, the GPU shared"), run.gpu_hold():
         try:
-            reference = performance.load_reference(run.problem, run.options.reference_dir)
-            run.kind.timed(reference, run.kind.make_inputs(case, generator(seeds.inputs, "cuda")))()
+            run.kind.timed(run.reference, run.kind.make_inputs(case, generator(seeds.inputs, "cuda")))()
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - out of memory beside others, say: the window has the GPU alone
             trace.note(0.0, run.problem.name, case.name, f"the reference's first call: {type(exc).__name__}")

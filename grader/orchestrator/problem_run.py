@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,12 @@ class ProblemRun:
             if text:
                 self.output.append(text)
             self.worker = None
+
+    @cached_property
+    def reference(self) -> Callable[..., Any]:
+        """The staff reference's function, loaded once: the call primed before the window
+        (first_calls.prime_reference) and the timed ones share its kernels (a new load is a new module)."""
+        return performance.load_reference(self.problem, self.options.reference_dir)
 
     def note_failure(self, reply: protocol.Failed) -> None:
         """A call's failure: a fatal one ends the worker; out of memory beside others is contention."""

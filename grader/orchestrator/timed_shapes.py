@@ -37,9 +37,7 @@ def measure(run: ProblemRun, tests: list[TestResult]) -> Performance | list[Shap
     run.gpu_name = gpu = torch.cuda.get_device_name()
     name = run.problem.name
     try:
-        side = performance.ReferenceSide(
-            run.kind, run.problem, performance.load_reference(run.problem, run.options.reference_dir)
-        )
+        side = performance.ReferenceSide(run.kind, run.problem, run.reference)
         shapes = []
         for case in run.problem.benchmarks:
             seeds = performance.ShapeSeeds.draw(run.options.secret, name, case)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from grader.batch.results import contention
+from grader.batch.results import alone_note, contention
 from grader.containers.docker import Cancelled
 from grader.course.service import store
 from grader.course.service.jobs import GradingSetup, Outcome, grade_job
@@ -119,8 +119,7 @@ class Scheduler:
             why = contention(outcome.result) if self.setup.device == "cuda" and self.setup.jobs > 1 else []
             if why and not self.stopping.is_set():
                 outcome = self._alone_grading(grade)
-                note = f"graded again alone: {'; '.join(why)} beside other gradings (this is the grading alone)"
-                outcome.result.warnings.append(note)
+                outcome.result.warnings.append(alone_note(why))
         except Cancelled:
             store.requeue(self.engine, job.id)
             return
