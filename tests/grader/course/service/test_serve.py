@@ -222,9 +222,12 @@ def test_the_three_pages_in_chromium(course: Course) -> None:
             assert page.url.endswith("/login")
             page.fill("#token", course.tokens["bob"])
             page.click("button[type=submit]")
-            assert page.url.endswith("/me") and page.locator("#submissions tbody tr").count() == 1
+            # The URL changes when the navigation commits, before the page has loaded: wait for the load.
+            page.wait_for_url("**/me", wait_until="load")
+            sync_api.expect(page.locator("#submissions tbody tr")).to_have_count(1)
             assert "13.33 / 35" in page.inner_text("#submissions")
             page.click("#submissions a")
+            page.wait_for_url(f"**/me/submissions/{course.jobs['bob']}", wait_until="load")
             assert "matmul" in page.content() and "activation" in page.content()
             page.goto(f"{course.url}/me/submissions/{course.jobs['alice']}")
             assert "no such submission of yours" in page.content()
@@ -233,10 +236,10 @@ def test_the_three_pages_in_chromium(course: Course) -> None:
             staff.goto(f"{course.url}/login")
             staff.fill("#token", course.tokens["ta"])
             staff.click("button[type=submit]")
-            assert staff.url.endswith("/staff")
-            assert staff.locator("#counts tbody tr").count() == 3
+            staff.wait_for_url("**/staff", wait_until="load")
+            sync_api.expect(staff.locator("#counts tbody tr")).to_have_count(3)
             staff.fill("#n", "1")
             staff.click("#rerun-top")
-            assert staff.locator("#reruns tbody tr").count() == 1
+            sync_api.expect(staff.locator("#reruns tbody tr")).to_have_count(1)
         finally:
             browser.close()
