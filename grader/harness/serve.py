@@ -44,10 +44,12 @@ from grader import kernel_cache, protocol, timing
 from grader.harness import (
     autotune_reset,
     calls,
+    compile_aside,
     imports,
     kernel_profile,
     l2_persisting,
     ncu_summary,
+    start_steps,
     student_runtime,
     timed_rounds,
     timed_watch,
@@ -282,30 +284,8 @@ def _forget_grader() -> None:
         del sys.modules[name]
 
 
-class _Steps:
-    """The worker's start, step by step (sent with its greeting: GRADER_TRACE shows them)."""
-
-    def __init__(self) -> None:
-        self.last, self.taken = time.monotonic() - _age_s(), {}
-
-    def done(self, step: str) -> None:
-        now = time.monotonic()
-        self.taken[step] = round(now - self.last, 4)
-        self.last = now
-
-
-def _age_s() -> float:
-    """How long ago this process started (Linux: its start time in /proc; elsewhere 0)."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
-        return max(time.clock_gettime(time.CLOCK_BOOTTIME) - started, 0.0)
-    except (OSError, ValueError, IndexError, AttributeError):
-        return 0.0
-
-
 def serve(args: argparse.Namespace) -> int:
-    steps = _Steps()
+    steps = start_steps.Steps()
     steps.done("Python, PyTorch, Triton and the harness imported")
     req_fd, rep_fd = args.req_fd, args.rep_fd
     for fd in (req_fd, rep_fd):
@@ -333,6 +313,8 @@ def serve(args: argparse.Namespace) -> int:
             pass
         steps.done("kept kernels restored")
     student_runtime.prepare()  # the same process settings as pytest handout's
+    if args.compile_aside:  # a kernel missing from the cache is compiled while the GPU is let go of
+        compile_aside.install(compile_aside.pipe_channel(req_fd, rep_fd), Path(args.submission))
     imports.install(Path(args.submission), versions.graded().allowed_imports)  # refuses what the handout refuses
     arm()  # before the submission is imported
     _forget_grader()
@@ -355,8 +337,8 @@ def serve(args: argparse.Namespace) -> int:
             return 0
         request = protocol.parse_request(header)
         reply: protocol.Message
-        if isinstance(request, protocol.ExitRequest):
-            return 0
+        if isinstance(request, (protocol.ExitRequest, protocol.CompileRequest, protocol.CompileAnswer)):
+            return 0  # exit; the other two are never due here: a confused orchestrator, the worker ends
         if isinstance(request, protocol.CallRequest):
             reply, out = handle_call(args.problem, fn, request, blob, args.device, Path(args.submission))
         else:
@@ -393,6 +375,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     parser.add_argument("--req-fd", type=int, required=True)
     parser.add_argument("--rep-fd", type=int, required=True)
     parser.add_argument("--gpu-memory-fraction", type=float, default=None)
+    parser.add_argument("--compile-aside", action="store_true")
     _leave(serve(parser.parse_args(argv)))
 
 

@@ -18,7 +18,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance
-from grader.orchestrator import trace
+from grader.orchestrator import compile_aside, trace
 from grader.problems.base import generator
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -42,7 +42,7 @@ def make(run: ProblemRun) -> str | None:
             with trace.span(name, case.name, "first calls, the GPU shared"), run.gpu_hold() as waiting:
                 assert run.worker is not None  # ready when make() is called, and only a failure stops it
                 try:
-                    reply, _ = run.worker.call(request, b"", run.deadline, 0, waiting)
+                    reply, _ = run.worker.call(request, b"", run.deadline, 0, waiting, compile_aside.asked_by(run))
                 finally:
                     run.pause()  # a worker runs only while its grading holds the GPU
             if isinstance(reply, protocol.Failed):

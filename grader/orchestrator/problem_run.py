@@ -14,7 +14,7 @@ import torch
 from grader import kernel_cache, protocol
 from grader.judge import performance, round_checks, scoring
 from grader.judge.checks import case_label, check_call, profiled_kernel_check
-from grader.orchestrator import first_calls, gpu_lease, profiles, timed_shapes, trace
+from grader.orchestrator import compile_aside, first_calls, gpu_lease, profiles, timed_shapes, trace
 from grader.orchestrator.options import GradeOptions
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
@@ -64,6 +64,9 @@ class ProblemRun:
         self.cases: list[Case] = problem.suite_cases("gpu" if device == "cuda" else "cpu")  # this device's suite
         #: the GPU's lease: correctness calls shared with other gradings, timed windows alone
         self.lease = gpu_lease.for_device(device)
+        self.hold: gpu_lease.SharedHold | None = None  # while a call holds the GPU shared
+        #: compiles made while the GPU is let go of (grader/orchestrator/compile_aside.py)
+        self.aside = compile_aside.server(options.compile_aside and self.lease is not None, config, submission, problem)
         self.phases = Phases()
         self.waited = 0.0  # waiting for other problems' timing: not the problem's own time
         self.measured_at = 0.0
@@ -85,7 +88,11 @@ class ProblemRun:
         asked = time.monotonic()
         with self.lease.shared() as hold:
             self._waited(time.monotonic() - asked)
-            yield hold.waiting(self.pause, self._resume, self._waited)
+            self.hold = hold
+            try:
+                yield hold.waiting(self.pause, self._resume, self._waited)
+            finally:
+                self.hold = None
 
     def _waited(self, seconds: float) -> None:
         """Waiting for other gradings' timing is not this problem's time."""
@@ -98,7 +105,9 @@ class ProblemRun:
         """Start the worker, not waiting: its imports run beside the grader's start and the other problems'."""
         if self.worker is None:
             self.spawned_at, p = time.monotonic(), self.problem
-            self.worker = WorkerProcess(self.config, self.submission, p.name, p.module, p.function, self.kernel_slot)
+            extra = ("--compile-aside",) if self.aside else ()
+            args = (self.config, self.submission, p.name, p.module, p.function, self.kernel_slot)
+            self.worker = WorkerProcess(*args, extra_args=extra)
             self.isolation = self.worker.isolation
 
     def _begin_worker(self) -> None:
@@ -122,7 +131,7 @@ class ProblemRun:
         assert self.worker is not None
         started, waited = time.monotonic(), self.phases.gpu_wait_s
         try:
-            greeting = self.worker.wait_ready(self.deadline, waiting)
+            greeting = self.worker.wait_ready(self.deadline, waiting, compile_aside.asked_by(self))
         finally:  # a step aside for a timer meanwhile is the GPU's wait, not the worker's start
             self.phases.worker_start_s += time.monotonic() - started - (self.phases.gpu_wait_s - waited)
         if isinstance(greeting, protocol.Ready):
@@ -138,6 +147,8 @@ class ProblemRun:
     def close(self) -> None:
         """Stop this problem's worker, whatever state the grading is in (grade()'s `finally`)."""
         self.stop_worker()
+        if self.aside is not None:
+            self.aside.close()
         if self.held_kernels is not None:  # never copied: let go of it (release is once only)
             self.held_kernels.release()
 
@@ -200,7 +211,8 @@ class ProblemRun:
         assert self.worker is not None
         request = protocol.CallRequest(case=case.model_dump(), profile=True)
         with trace.span(*label, "worker round trip"):
-            reply, blob = self.worker.call(request, protocol.pack_tensors(inputs), self.deadline, max_blob, waiting)
+            inputs_blob, asked = protocol.pack_tensors(inputs), compile_aside.asked_by(self)
+            reply, blob = self.worker.call(request, inputs_blob, self.deadline, max_blob, waiting, asked)
         if isinstance(reply, protocol.Failed):
             self.note_failure(reply)
             return False, f"{reply.message}\n{reply.traceback}".strip()

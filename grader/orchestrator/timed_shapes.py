@@ -17,7 +17,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance, round_checks, windows
-from grader.orchestrator import trace, untimed
+from grader.orchestrator import compile_aside, trace, untimed
 from grader.records.model import Performance, ShapeTiming, TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -69,7 +69,9 @@ def call(
         # the GPU is held alone: one request may not hold it for the problem's whole limit
         bound = time.monotonic() + windows.REQUEST_LIMIT_S
         bound = run.deadline if isinstance(request, protocol.ProfileRequest) else min(run.deadline, bound)
-        reply, blob = run.worker.call(request, b"", bound, performance.MAX_TIMING_BLOB)
+        reply, blob = run.worker.call(
+            request, b"", bound, performance.MAX_TIMING_BLOB, None, compile_aside.asked_by(run)
+        )
         payload = protocol.unpack_tensors(blob) if blob else {}
     except WorkerTimeout:
         run.stop_worker()

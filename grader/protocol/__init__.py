@@ -16,18 +16,14 @@ import zipfile
 from typing import Annotated, Any, ClassVar, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from grader.protocol import frames
+from grader.protocol.base import Message
+from grader.protocol.compiles import ASKS, CompileAnswer, CompileAsk, Compiled, CompileRefused, CompileRequest  # noqa: F401
 from grader.protocol.frames import MAX_DEPTH, MAX_HEADER, Deadline, PeerGone, ProtocolError, recv  # noqa: F401 (the wire's users)
 
 # -- the messages -------------------------------------------------------------------------------
-
-
-class Message(BaseModel):
-    """Strict: a value of the wrong JSON type is refused, never coerced ("1" is not a count)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class Imported(Message):
@@ -263,7 +259,15 @@ class StartRequest(Message):
 
 
 Request = Annotated[
-    CallRequest | TimeRequest | WarmRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest,
+    CallRequest
+    | TimeRequest
+    | WarmRequest
+    | LoopRequest
+    | ProfileRequest
+    | ExitRequest
+    | StartRequest
+    | CompileRequest
+    | CompileAnswer,
     Field(discriminator="op"),
 ]
 _REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
@@ -300,7 +304,17 @@ def parse_reply(header: dict[str, Any], expected: dict[str, type[Message]]) -> M
 
 def parse_request(
     header: dict[str, Any],
-) -> CallRequest | TimeRequest | WarmRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest:
+) -> (
+    CallRequest
+    | TimeRequest
+    | WarmRequest
+    | LoopRequest
+    | ProfileRequest
+    | ExitRequest
+    | StartRequest
+    | CompileRequest
+    | CompileAnswer
+):
     try:
         return _REQUEST.validate_python(header)  # type: ignore[no-any-return]
     except ValidationError as exc:

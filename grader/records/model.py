@@ -161,6 +161,8 @@ class Phases(Record):
     checks_s: float = 0.0
     #: waiting for the GPU's lease (another grading's timed window, or its calls before ours)
     gpu_wait_s: float = 0.0
+    #: kernels compiled while the GPU was let go of (`--compile-aside`; within correctness and first calls)
+    compile_aside_s: float = 0.0
 
 
 class Finding(Record):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import select
 import shutil
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grader import protocol
-from grader.sandbox import bytecode, exposure, kernel_copy, processes, seccomp
+from grader.sandbox import bytecode, exit_reason, exposure, kernel_copy, processes, reply_wait, seccomp
 from grader.sandbox.child import SPAWN_LOCK, child_setup, preexec
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.output import CapturedStream, combined
@@ -34,20 +33,18 @@ from grader.sandbox.uids import UidLease, lease_uid
 BOOTSTRAP = (
     "import sys\n"
     "sys.path.insert(0, sys.argv.pop(1))\n"
-    "__import__('grader.harness.serve')\n"
+    "__import__('{entry}')\n"
     "del sys.path[0]\n"
-    "sys.exit(sys.modules['grader.harness.serve'].main(sys.argv[1:]))\n"
+    "sys.exit(sys.modules['{entry}'].main(sys.argv[1:]))\n"
 )
+#: what a worker runs; a compile server runs grader.harness.compile_serve the same way
+WORKER = "grader.harness.serve"
 EXIT_GRACE_S = 1.0
-#: how often a call that waits for its reply asks its `waiting` callback (a timer's wait at most)
-WAIT_SLICE_S = 0.1
 #: asked while a call waits for its reply: the seconds to add to the call's deadline
 Waiting = Callable[[], float]
-#: what usually kills a worker with SIGSEGV or SIGABRT: a kernel's memory access out of bounds
-_MEMORY_HINT = (
-    ": usually a kernel's tl.load/tl.store past the end of a tensor, an unmasked access on the last block; "
-    "on a GPU an illegal memory access"
-)
+#: answers a worker's ask for a compile made aside, mid-request: the answer, its blob and the
+#: seconds to add to the call's deadline (grader/orchestrator/compile_aside.py)
+Asked = Callable[[protocol.CompileAsk], tuple[protocol.CompileAnswer, bytes, float]]
 PAUSE_WAIT_S = 1.0  # how long pause() waits for every process of a worker to show it stopped
 
 
@@ -77,8 +74,10 @@ class WorkerProcess:
         module: str,
         function: str,
         kernel_seed: Path | None = None,
+        entry: str = WORKER,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
-        self.config = config
+        self.config, self.entry, self.extra_args = config, entry, extra_args
         self.kernel_seed = kernel_seed
         self.seeded = False
         self.token = secrets.token_hex(8)
@@ -127,7 +126,7 @@ class WorkerProcess:
             "-I",
             *bytecode.worker_flags(self.plan.uid, namespace=self.plan.level == "namespace"),
             "-c",
-            BOOTSTRAP,
+            BOOTSTRAP.format(entry=self.entry),
             str(GRADER_ROOT),
             "--submission",
             str(copy),
@@ -143,8 +142,9 @@ class WorkerProcess:
             str(req_r),
             "--rep-fd",
             str(rep_w),
+            *self.extra_args,
         ]
-        if self.config.device == "cuda" and self.config.gpu_memory_fraction:
+        if self.config.device == "cuda" and self.config.gpu_memory_fraction and self.entry == WORKER:
             argv += ["--gpu-memory-fraction", str(self.config.gpu_memory_fraction)]
         try:
             try:
@@ -199,10 +199,35 @@ class WorkerProcess:
         max_blob: int,
         expected: dict[str, type[protocol.Message]],
         waiting: Waiting | None = None,
+        asked: Asked | None = None,
+    ) -> tuple[protocol.Message, bytes]:
+        """The request's reply; a compile's ask on the way is answered by `asked` (without it, an ask
+        breaks the protocol: the worker was not told it may ask)."""
+        if asked is not None:
+            expected = {**expected, **protocol.ASKS}
+        while True:
+            reply, blob = self._read(deadline, max_blob, expected, waiting)
+            if not isinstance(reply, protocol.CompileAsk):
+                return reply, blob
+            assert asked is not None  # an ask is read only when one is expected
+            try:
+                answer, files, waited = asked(reply)
+            except WorkerTimeout:
+                self.kill()
+                raise
+            deadline += waited
+            self._send(answer, files, deadline)
+
+    def _read(
+        self,
+        deadline: float,
+        max_blob: int,
+        expected: dict[str, type[protocol.Message]],
+        waiting: Waiting | None,
     ) -> tuple[protocol.Message, bytes]:
         try:
             if waiting is not None:
-                deadline = _await_reply(self.rep, deadline, waiting)
+                deadline = reply_wait.await_reply(self.rep, deadline, waiting)
             return protocol.read_reply(self.rep, deadline, max_blob, expected)
         except protocol.Deadline:
             self.kill()
@@ -224,11 +249,13 @@ class WorkerProcess:
         self._receive(deadline, 0, protocol.FIRST)
         self.imported = True
 
-    def wait_ready(self, deadline: float, waiting: Waiting | None = None) -> protocol.Message:
+    def wait_ready(
+        self, deadline: float, waiting: Waiting | None = None, asked: Asked | None = None
+    ) -> protocol.Message:
         """Lets the worker go on from its imports (under the GPU's hold, for a grading on a GPU); its
         greeting: `protocol.Ready`, or `protocol.ImportFailed`."""
         self.wait_imported(deadline)
-        greeting, _ = self.call(protocol.StartRequest(), b"", deadline, 0, waiting)
+        greeting, _ = self.call(protocol.StartRequest(), b"", deadline, 0, waiting, asked)
         self.ready = isinstance(greeting, protocol.Ready)
         return greeting
 
@@ -244,27 +271,31 @@ class WorkerProcess:
         deadline: float,
         max_blob: int,
         waiting: Waiting | None = None,
+        asked: Asked | None = None,
     ) -> tuple[protocol.Message, bytes]:
         """Send one request; its reply, one of `request.replies`, and the reply's payload.
 
-        `waiting`, if given, is asked every `WAIT_SLICE_S` until the reply begins, and the seconds
+        `waiting`, if given, is asked every `reply_wait.WAIT_SLICE_S` until the reply begins, and the seconds
         it returns (the worker stopped meanwhile: its grading stepped aside for a timer) push the
-        deadline back."""
+        deadline back. `asked` answers the compiles the worker asks for meanwhile."""
         self.resume()
+        self._send(request, blob, deadline)
+        return self._receive(deadline, max_blob, request.replies, waiting, asked)
+
+    def _send(self, message: protocol.Message, blob: bytes, deadline: float) -> None:
         # a worker that stops reading would block this write forever once the pipe is full: a
         # watchdog kills it at the deadline, which breaks the pipe and ends the write
         watchdog = threading.Timer(max(deadline - time.monotonic(), 0.0), self.kill)
         watchdog.daemon = True
         watchdog.start()
         try:
-            protocol.send(self.req, request, blob)
+            protocol.send(self.req, message, blob)
         except OSError:
             if time.monotonic() >= deadline:
                 raise WorkerTimeout() from None
             raise WorkerDied(self.exit_reason()) from None
         finally:
             watchdog.cancel()
-        return self._receive(deadline, max_blob, request.replies, waiting)
 
     def exit_reason(self) -> str:
         """Why the worker is gone, with what usually causes it."""
@@ -274,17 +305,7 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return "the worker closed its channel but did not exit"
-        if code < 0:
-            name = signal.Signals(-code).name
-            hint = {
-                "SIGSEGV": f" (segmentation fault{_MEMORY_HINT})",
-                "SIGABRT": f" (aborted{_MEMORY_HINT})",
-                "SIGKILL": " (killed: out of memory or a limit)",
-                "SIGXCPU": " (CPU-time limit)",
-                "SIGXFSZ": " (file-size limit)",
-            }.get(name, "")
-            return f"the worker was killed by {name}{hint}"
-        return f"the worker exited with code {code} (sys.exit or os._exit in the submission?)"
+        return exit_reason.described(code)
 
     def output(self) -> str:
         return combined(self.notes, self.stdout, self.stderr)
@@ -370,19 +391,3 @@ class WorkerProcess:
         if self.lease is not None:
             self.lease.release()
             self.lease = None
-
-
-def _await_reply(fd: int, deadline: float, waiting: Waiting) -> float:
-    """Wait for the reply's first byte in slices, asking `waiting` between them; the deadline, pushed
-    back by what `waiting` returned. At the deadline the reply is read anyway, which times it out."""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return deadline
-        try:
-            ready, _, _ = select.select([fd], [], [], min(left, WAIT_SLICE_S))
-        except (OSError, ValueError):
-            return deadline  # the read that follows says what is wrong with the channel
-        if ready:
-            return deadline
-        deadline += waiting()

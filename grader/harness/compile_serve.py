@@ -1,0 +1,144 @@
+"""The compile server: one problem's submission imported in a process with no GPU, compiling the
+kernel specializations its worker asks for (grader/orchestrator/compile_aside.py).
+
+It is spawned like a worker (grader/sandbox/process.py: the same sandbox, user and limits) with
+the GPU's device files hidden, so nothing the submission runs here can touch the GPU while the
+grading that asked has let go of it. A kernel is found by its module and qualified name, must
+have the cache key the worker saw (the same source and dependencies), and is compiled with
+Triton's own `compile` for the worker's GPU target; the files of its cache group are handed back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+import triton.compiler
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime import driver
+from triton.runtime.jit import JITFunction
+
+from grader import protocol
+from grader.harness import compile_spec, student_runtime
+from grader.loading import load_function
+
+
+class TargetOnly:
+    """Triton's active driver in a process without a GPU: it names the target, launches nothing."""
+
+    def __init__(self, target: GPUTarget) -> None:
+        self.target = target
+
+    def get_current_target(self) -> GPUTarget:
+        return self.target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_active_torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def get_device_interface(self) -> Any:
+        return torch.cuda
+
+
+def find_kernel(module: str, qualname: str, line: int) -> JITFunction | None:  # type: ignore[type-arg]
+    """The JITFunction `module.qualname` (through autotune and heuristics wrappers) defined at `line`."""
+    if "<locals>" in qualname:
+        return None
+    obj: Any = sys.modules.get(module)
+    if obj is None:
+        try:
+            obj = importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the submission's own module failed: not found
+            return None
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    for _ in range(8):  # Autotuner(Heuristics(JITFunction)): each wrapper's `fn` is the next
+        if isinstance(obj, JITFunction) or obj is None:
+            break
+        obj = getattr(obj, "fn", None)
+    if not isinstance(obj, JITFunction) or obj.fn.__code__.co_firstlineno != line:
+        return None
+    return obj
+
+
+def compile_one(ask: protocol.CompileAsk) -> tuple[protocol.Message, bytes]:
+    """Compile the asked specialization; its files, or why not."""
+    started = time.monotonic()
+    fn = find_kernel(ask.module, ask.qualname, ask.line)
+    if fn is None:
+        return protocol.CompileRefused(reason=f"no kernel {ask.module}.{ask.qualname} at line {ask.line}"), b""
+    if fn.cache_key != ask.fn_key:
+        return protocol.CompileRefused(reason="the kernel's source or dependencies differ from the worker's"), b""
+    try:
+        signature, constants, attrs, options = compile_spec.decode(ask.spec)
+        src = ASTSource(fn, signature, constants, attrs)
+        target = GPUTarget(ask.backend, ask.arch, ask.warp_size)
+        hash_, metadata = compile_spec.cache_hash(src, target, options)
+    except Exception as exc:  # noqa: BLE001 - a malformed ask
+        return protocol.CompileRefused(reason=f"the ask could not be read: {type(exc).__name__}: {exc}"[:300]), b""
+    if hash_ != ask.key:
+        return protocol.CompileRefused(reason="the cache key differs from the worker's"), b""
+    try:
+        triton.compiler.compile(src, target=target, options=options)
+        files = compile_spec.group_files(hash_, metadata)
+    except Exception as exc:  # noqa: BLE001 - the compiler's error: the worker meets it again itself
+        return protocol.CompileRefused(reason=f"{type(exc).__name__}: {exc}"[:300]), b""
+    blob = protocol.pack_tensors({k: torch.frombuffer(bytearray(v), dtype=torch.uint8) for k, v in files.items()})
+    return protocol.Compiled(files=sorted(files), seconds=round(time.monotonic() - started, 4)), blob
+
+
+def serve(args: argparse.Namespace) -> int:
+    req_fd, rep_fd = args.req_fd, args.rep_fd
+    for fd in (req_fd, rep_fd):
+        os.set_inheritable(fd, False)
+    protocol.send(rep_fd, protocol.Imported())
+    try:
+        go = protocol.parse_request(protocol.recv(req_fd)[0])
+    except protocol.PeerGone:
+        return 0
+    if not isinstance(go, protocol.StartRequest):
+        return 0
+    driver.set_active(TargetOnly(GPUTarget("cuda", 90, 32)))  # each ask names its own target
+    student_runtime.prepare()
+    try:
+        load_function(Path(args.submission), args.module, args.function)
+    except BaseException as exc:  # noqa: BLE001 - the worker reports the submission's import; here: no server
+        protocol.send(rep_fd, protocol.ImportFailed(type=type(exc).__name__, message=str(exc)[:500]))
+        return 0
+    protocol.send(rep_fd, protocol.Ready())
+    while True:
+        try:
+            header, _ = protocol.recv(req_fd)
+        except protocol.PeerGone:
+            return 0
+        request = protocol.parse_request(header)
+        if not isinstance(request, protocol.CompileRequest):
+            return 0
+        reply, blob = compile_one(request.ask)
+        protocol.send(rep_fd, reply, blob)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    parser = argparse.ArgumentParser(prog="grader-compile-server")
+    parser.add_argument("--submission", required=True)
+    parser.add_argument("--problem", required=True)
+    parser.add_argument("--module", required=True)
+    parser.add_argument("--function", required=True)
+    parser.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    parser.add_argument("--req-fd", type=int, required=True)
+    parser.add_argument("--rep-fd", type=int, required=True)
+    code = serve(parser.parse_args(argv))
+    sys.stdout.flush()
+    os._exit(code)

@@ -1,0 +1,143 @@
+"""Compiles made aside: a kernel's compile runs while the grading does not hold the GPU.
+
+Triton compiles a kernel at its first launch, inside a call that holds the GPU shared: the
+seconds of CPU it takes (100 s for a block-pointer FlashAttention on the H200) cannot overlap any
+other grading's timed window, and they bound a class's wall (docs/gpu-scheduling.md). With
+`GradeOptions.compile_aside`, a worker's compile that misses its cache is asked of the
+orchestrator instead (grader/harness/compile_aside.py); the grading stops the worker, lets go of
+the GPU, has the problem's compile server compile it (grader/harness/compile_serve.py: the
+submission imported in a sandbox whose GPU device files are hidden), takes the GPU again behind
+any waiting timer, and hands the files to the worker, which finds them in its Triton cache.
+
+The compile is the student's time, as it was in the worker; taking the GPU again is not. Every
+failure of the server (no mount namespace to hide the GPU, an import that needs a GPU, a kernel
+it cannot find by name, a different cache key) is a refusal, and the worker compiles the kernel
+itself, under the hold, as it would without this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Protocol
+
+from grader import protocol
+from grader.orchestrator import trace
+from grader.orchestrator.gpu_lease import SharedHold
+from grader.protocol.compiles import MAX_BYTES
+from grader.records.model import Phases
+from grader.sandbox.config import SandboxConfig
+from grader.sandbox.process import Asked, WorkerDied, WorkerProcess, WorkerTimeout, WorkerUnavailable
+from grader.spec.model import Problem
+
+SERVER = "grader.harness.compile_serve"
+#: a server's start (imports, the submission's import without a GPU): the grading's time, not the student's
+START_LIMIT_S = 120.0
+
+
+def server(on: bool, config: SandboxConfig, submission: Path, problem: Problem) -> CompileServer | None:
+    """The problem's compile server (not started yet), if compiles are made aside."""
+    return CompileServer(config, submission, problem) if on else None
+
+
+def refused(reason: str) -> protocol.CompileAnswer:
+    return protocol.CompileAnswer(compiled=False, reason=reason[:300])
+
+
+class CompileServer:
+    """One problem's compile server, started at the problem's first ask and kept for the others."""
+
+    def __init__(self, config: SandboxConfig, submission: Path, problem: Problem) -> None:
+        self.config = dataclasses.replace(config, no_gpu=True, gpu_memory_fraction=None)
+        self.submission, self.problem = submission, problem
+        self.process: WorkerProcess | None = None
+        #: why no compile is made aside for this problem any more (the worker compiles them)
+        self.broken: str | None = None
+        self.compiled = 0
+        self.output = ""
+
+    def _start(self) -> None:
+        p = self.problem
+        with trace.span(p.name, "compile server: start, the GPU not held"):
+            try:
+                self.process = WorkerProcess(self.config, self.submission, p.name, p.module, p.function, entry=SERVER)
+                until = time.monotonic() + START_LIMIT_S
+                greeting = self.process.wait_ready(until)
+            except (WorkerUnavailable, WorkerDied, WorkerTimeout, OSError) as exc:
+                self.broken = f"the compile server could not start: {exc}"
+                self.close()
+                return
+        if not isinstance(greeting, protocol.Ready):
+            self.broken = "the submission could not be imported without a GPU"
+            self.close()
+
+    def compile(self, ask: protocol.CompileAsk, deadline: float) -> tuple[protocol.CompileAnswer, bytes]:
+        """The answer to one ask. WorkerTimeout when the problem's time runs out in the compile."""
+        if self.broken is None and self.process is None:
+            self._start()
+        if self.broken is not None or self.process is None:
+            return refused(self.broken or "no compile server"), b""
+        try:
+            reply, blob = self.process.call(protocol.CompileRequest(ask=ask), b"", deadline, MAX_BYTES * 2)
+        except WorkerDied as exc:
+            self.broken = f"the compile server died: {exc.reason}"
+            self.close()
+            return refused(self.broken), b""
+        if isinstance(reply, protocol.Compiled):
+            self.compiled += 1
+            trace.note(reply.seconds, self.problem.name, f"compiled aside: {ask.qualname[:60]}")
+            return protocol.CompileAnswer(compiled=True), blob
+        assert isinstance(reply, protocol.CompileRefused)
+        return refused(reply.reason), b""
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+            self.output = self.output or self.process.output()
+            self.process = None
+
+
+class _Run(Protocol):
+    """What `asked_by` needs of a ProblemRun (grader/orchestrator/problem_run.py)."""
+
+    aside: CompileServer | None
+    hold: SharedHold | None
+    deadline: float
+    phases: Phases
+
+    def pause(self) -> None: ...
+    def _resume(self) -> None: ...
+    def _waited(self, seconds: float) -> None: ...
+
+
+def _in_the_window(ask: protocol.CompileAsk) -> tuple[protocol.CompileAnswer, bytes, float]:
+    return refused("the GPU is held alone (a timed window is not let go of midway)"), b"", 0.0
+
+
+def asked_by(run: _Run) -> Asked | None:
+    """What answers the run's worker's asks: made aside while the call holds the GPU shared,
+    refused while the GPU is held alone; None when compiles are not made aside (the worker was not
+    told to ask, and an ask breaks the protocol)."""
+    if run.aside is None:
+        return None
+    if run.hold is None:
+        return _in_the_window
+    aside, hold = run.aside, run.hold
+
+    def answer(ask: protocol.CompileAsk) -> tuple[protocol.CompileAnswer, bytes, float]:
+        run.pause()  # nothing of the worker runs while the GPU is not held
+        hold.let_go()
+        let_go = time.monotonic()
+        try:
+            reply, blob = aside.compile(ask, run.deadline)
+        finally:
+            run.phases.compile_aside_s += time.monotonic() - let_go
+            with trace.span(aside.problem.name, "the GPU taken again after a compile aside"):
+                waited = hold.take_again()
+            hold.since = time.monotonic()
+            run._waited(waited)
+            run._resume()
+        return reply, blob, waited
+
+    return answer
