@@ -15,7 +15,7 @@ from grader import protocol
 from grader.orchestrator import compile_aside, gpu_lease
 from grader.records.model import Phases
 from grader.sandbox.config import SandboxConfig
-from grader.sandbox.process import WorkerProcess
+from grader.sandbox.process import WorkerDied, WorkerProcess
 from grader.spec.load import load_assignment
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a compile server hides the GPU in a mount namespace (root)")
@@ -152,3 +152,40 @@ def test_no_compile_is_made_aside_without_a_shared_hold() -> None:
     assert not answer.compiled and "held alone" in answer.reason and (blob, waited) == (b"", 0.0)
     assert aside is not None and aside.process is None and run.events == []
     assert compile_aside.server(False, SandboxConfig(device="cuda"), Path("."), PROBLEM) is None
+
+
+ASK_AT_IMPORT = """
+import json, struct, sys, os
+REPLY = int(sys.argv[sys.argv.index('--rep-fd') + 1])
+head = json.dumps({"status": "compile", "module": "os", "qualname": "system", "line": 1, "fn_key": "",
+                   "key": "", "backend": "cuda", "arch": 90, "warp_size": 32, "spec": "{}"}).encode()
+os.write(REPLY, struct.pack('<Q', len(head)) + head)
+
+def solve(x):
+    return x
+"""
+
+
+@pytest.mark.parametrize("told", [False, True], ids=["not-told-it-may-ask", "told"])
+def test_an_ask_is_read_only_from_a_worker_told_it_may_ask(tmp_path: Path, told: bool) -> None:
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "kernels.py").write_text(ASK_AT_IMPORT)
+    worker = WorkerProcess(SandboxConfig(device="cpu"), folder, "gelu", "kernels", "solve")
+    answered: list[protocol.CompileAsk] = []
+
+    def refuse(ask: protocol.CompileAsk) -> tuple[protocol.CompileAnswer, bytes, float]:
+        answered.append(ask)
+        return protocol.CompileAnswer(compiled=False, reason="not for the test"), b"", 0.0
+
+    try:
+        if not told:
+            with pytest.raises(WorkerDied, match="a reply of status 'compile' where 'ready' or 'import_error' was due"):
+                worker.wait_ready(time.monotonic() + 60)
+        else:
+            # the forged ask is answered (here refused); the worker, which never reads the answer, goes
+            # on to its greeting as any worker does
+            assert isinstance(worker.wait_ready(time.monotonic() + 60, asked=refuse), protocol.Ready)
+            assert [a.qualname for a in answered] == ["system"]
+    finally:
+        worker.close()
