@@ -68,7 +68,7 @@ def _compile(src: Any, target: Any = None, options: Any = None, _env_vars: Any =
                 answer, blob = _CHANNEL[0](ask)
             if answer.compiled:
                 try:
-                    files = {k: bytes(v.numpy()) for k, v in protocol.unpack_tensors(blob).items()}
+                    files = compile_spec.unpack(blob)
                     compile_spec.install(ask.key, f"{src.name[:150]}.json", files)
                 except Exception:  # noqa: BLE001 - files that do not install: compiled here instead
                     pass

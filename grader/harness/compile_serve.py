@@ -95,7 +95,7 @@ def compile_one(ask: protocol.CompileAsk) -> tuple[protocol.Message, bytes]:
         files = compile_spec.group_files(hash_, metadata)
     except Exception as exc:  # noqa: BLE001 - the compiler's error: the worker meets it again itself
         return protocol.CompileRefused(reason=f"{type(exc).__name__}: {exc}"[:300]), b""
-    blob = protocol.pack_tensors({k: torch.frombuffer(bytearray(v), dtype=torch.uint8) for k, v in files.items()})
+    blob = compile_spec.pack(files)
     return protocol.Compiled(files=sorted(files), seconds=round(time.monotonic() - started, 4)), blob
 
 

@@ -10,7 +10,9 @@ server to refuse an ask whose key it does not reproduce.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,25 @@ def group_files(hash_: str, metadata: str) -> dict[str, bytes]:
     if sum(map(len, files.values())) > MAX_BYTES:
         raise ValueError("the compile's files are too large to hand over")
     return files
+
+
+def pack(files: dict[str, bytes]) -> bytes:
+    """A compile's files as one zip of stored entries: what the wire's payload check accepts
+    (`protocol.check_archive`), read back without PyTorch, whose ops a watched call would record."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def unpack(blob: bytes) -> dict[str, bytes]:
+    """`pack`'s files (bounded in count and size: the blob comes from a submission's process)."""
+    with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+        entries = archive.infolist()
+        if len(entries) > MAX_FILES or sum(e.file_size for e in entries) > MAX_BYTES:
+            raise ValueError("more files, or bytes, than one compile's group")
+        return {e.filename: archive.read(e) for e in entries}
 
 
 def install(hash_: str, metadata: str, files: dict[str, bytes]) -> None:

@@ -37,7 +37,7 @@ class CompileAsk(Message):
 
 
 class Compiled(Message):
-    """The compile server's files for the key (the blob: name -> bytes, as uint8 tensors)."""
+    """The compile server's files for the key (the blob: a zip of stored entries, `compile_spec.pack`)."""
 
     status: Literal["compiled"] = "compiled"
     files: list[str]
