@@ -323,6 +323,7 @@ def _grade_all(
                 with lock:
                     again.append((task, why))
                 kept = True  # its files, for the grading alone
+                return result, slot  # committed once graded alone: a batch killed first grades it again
             return commit_or_error(ctx, task, result), slot
         finally:
             with lock:

@@ -117,7 +117,10 @@ class Scheduler:
         try:
             outcome = grade()
             why = contention(outcome.result) if self.setup.device == "cuda" and self.setup.jobs > 1 else []
-            if why and not self.stopping.is_set():
+            if why and self.stopping.is_set():
+                store.requeue(self.engine, job.id)  # graded alone after the restart, never kept crowded
+                return
+            if why:
                 outcome = self._alone_grading(grade)
                 outcome.result.warnings.append(alone_note(why))
         except Cancelled:

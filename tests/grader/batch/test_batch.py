@@ -474,6 +474,7 @@ class SharedGpuRunner:
         self.fake, self.ctx = fake, ctx
         self.slots: list[str | None] = ["0", "0"]
         self.beside: dict[str, list[int]] = {}  # per student, per grading: how many others ran meanwhile
+        self.committed: dict[str, list[bool]] = {}  # per student, per grading: a result.json there as it started
         self.running: set[str] = set()
         self.lock = threading.Lock()
         self.meet = threading.Barrier(2, timeout=30)
@@ -482,6 +483,7 @@ class SharedGpuRunner:
         with self.lock:
             first = task.student not in self.beside
             self.beside.setdefault(task.student, [])
+            self.committed.setdefault(task.student, []).append((task.out / "result.json").exists())
             self.running.add(task.student)
         try:
             if first and task.student in ("crowded", "x"):
@@ -538,6 +540,9 @@ def test_a_grading_crowded_out_beside_others_is_graded_again_alone(tmp_path: Pat
     assert kept.problems[0].contended is None
     assert any("graded again alone: gelu ran out of GPU memory" in w for w in kept.warnings)
     assert not (out / WORK / "crowded").exists()  # its files, kept for the second grading, are gone
+    # the result beside others was never committed: a batch killed before the grading alone leaves
+    # no result.json for it, so a resumed batch grades it again rather than keep the crowded one
+    assert runner.committed["crowded"] == [False, False]
 
 
 def test_on_a_cpu_nothing_is_shared_so_nothing_is_graded_again(tmp_path: Path, fake: FakeGrade) -> None:

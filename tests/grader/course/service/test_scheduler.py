@@ -86,3 +86,38 @@ def test_on_a_cpu_nothing_is_graded_again(tmp_path: Path) -> None:
     crowding, jobs = graded(tmp_path, "cpu")
     assert len(crowding.beside["crowded"]) == 1
     assert '"contended":"out_of_memory"' in (jobs["crowded"].result or "").replace(" ", "")
+
+
+def test_a_crowded_grading_that_a_shutdown_ends_is_queued_again_not_kept(tmp_path: Path) -> None:
+    # the server stops while a job crowded out beside others is still to be graded alone: its
+    # crowded result is not kept; the job waits in the queue for the restarted server
+    engine = db.open_db(f"sqlite:///{tmp_path / 'queue.db'}")
+    ids = {}
+    for who in ("crowded", "x"):
+        tokens.issue(engine, tokens.Person(who, who, ""))
+        ids[who] = store.add_job(engine, who, "test", b"x", f"{who}.tar.gz")
+    setup = GradingSetup(
+        spec=ROOT / "assignment.toml", device="cuda", secret="s", files=tmp_path / "f", hide=[], jobs=2
+    )
+    crowding = Crowding()
+    holder: list[Scheduler] = []
+
+    def grade(setup: GradingSetup, job_id: int, attempt: int, student: str, *rest: Any) -> Outcome:
+        outcome = crowding(setup, job_id, attempt, student, *rest)
+        if student == "crowded":
+            holder[0].stopping.set()  # the shutdown arrives while this grading ends
+        return outcome
+
+    scheduler = Scheduler(engine, setup, grade=grade)
+    holder.append(scheduler)
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 30
+        while store.get(engine, ids["crowded"]).state == "running" or store.get(engine, ids["x"]).state != "graded":  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        scheduler.stop()
+    crowded = store.get(engine, ids["crowded"])
+    assert crowded is not None and crowded.state == "queued" and crowded.result is None
+    assert len(crowding.beside["crowded"]) == 1  # not graded alone by the stopping server
