@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 import time
@@ -28,13 +29,37 @@ from triton.runtime.jit import JITFunction
 from grader import protocol
 from grader.harness import compile_spec, student_runtime
 from grader.loading import load_function
+from grader.protocol.compiles import TARGET_ENV
+
+
+class _Properties:
+    """`driver.active.utils`: what Triton's tutorials read at import (the SM count, shared memory)."""
+
+    def __init__(self, properties: dict[str, Any] | None) -> None:
+        self.properties = properties
+
+    def get_device_properties(self, device: int = 0) -> dict[str, Any]:
+        if self.properties is None:
+            raise RuntimeError("no GPU here: the device's properties are unknown")
+        return dict(self.properties)
 
 
 class TargetOnly:
     """Triton's active driver in a process without a GPU: it names the target, launches nothing."""
 
-    def __init__(self, target: GPUTarget) -> None:
+    def __init__(self, target: GPUTarget, properties: dict[str, Any] | None = None) -> None:
         self.target = target
+        self.utils = _Properties(properties)
+
+    @classmethod
+    def from_env(cls) -> TargetOnly:
+        """The graded GPU's target and properties (`TARGET_ENV`); an H200's target without them."""
+        try:
+            seen = json.loads(os.environ[TARGET_ENV])
+            target = GPUTarget(str(seen["backend"]), int(seen["arch"]), int(seen["warp_size"]))
+            return cls(target, dict(seen["properties"]) if seen.get("properties") else None)
+        except (KeyError, ValueError, TypeError):
+            return cls(GPUTarget("cuda", 90, 32))
 
     def get_current_target(self) -> GPUTarget:
         return self.target
@@ -110,7 +135,7 @@ def serve(args: argparse.Namespace) -> int:
         return 0
     if not isinstance(go, protocol.StartRequest):
         return 0
-    driver.set_active(TargetOnly(GPUTarget("cuda", 90, 32)))  # each ask names its own target
+    driver.set_active(TargetOnly.from_env())  # for the submission's import; each ask names its own target
     student_runtime.prepare()
     try:
         load_function(Path(args.submission), args.module, args.function)

@@ -18,6 +18,8 @@ itself, under the hold, as it would without this module.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import time
 from pathlib import Path
 from typing import Protocol
@@ -25,7 +27,7 @@ from typing import Protocol
 from grader import protocol
 from grader.orchestrator import trace
 from grader.orchestrator.gpu_lease import SharedHold
-from grader.protocol.compiles import MAX_BYTES
+from grader.protocol.compiles import MAX_BYTES, TARGET_ENV
 from grader.records.model import Phases
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.process import Asked, WorkerDied, WorkerProcess, WorkerTimeout, WorkerUnavailable
@@ -34,6 +36,22 @@ from grader.spec.model import Problem
 SERVER = "grader.harness.compile_serve"
 #: a server's start (imports, the submission's import without a GPU): the grading's time, not the student's
 START_LIMIT_S = 120.0
+
+
+@functools.cache
+def graded_target() -> str:
+    """The GPU's target and properties as this process's Triton driver sees them, for the compile
+    server's imports (`TARGET_ENV`); "" where there is no GPU driver."""
+    try:
+        import torch
+        from triton.runtime import driver
+
+        target = driver.active.get_current_target()
+        properties = driver.active.utils.get_device_properties(torch.cuda.current_device())
+        seen = {"backend": target.backend, "arch": target.arch, "warp_size": target.warp_size}
+        return json.dumps({**seen, "properties": properties})
+    except Exception:  # noqa: BLE001 - no GPU, no driver: the server assumes an H200's target
+        return ""
 
 
 def server(on: bool, config: SandboxConfig, submission: Path, problem: Problem) -> CompileServer | None:
@@ -49,7 +67,8 @@ class CompileServer:
     """One problem's compile server, started at the problem's first ask and kept for the others."""
 
     def __init__(self, config: SandboxConfig, submission: Path, problem: Problem) -> None:
-        self.config = dataclasses.replace(config, no_gpu=True, gpu_memory_fraction=None)
+        extra_env = {**config.extra_env, **({TARGET_ENV: target} if (target := graded_target()) else {})}
+        self.config = dataclasses.replace(config, no_gpu=True, gpu_memory_fraction=None, extra_env=extra_env)
         self.submission, self.problem = submission, problem
         self.process: WorkerProcess | None = None
         #: why no compile is made aside for this problem any more (the worker compiles them)

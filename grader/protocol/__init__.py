@@ -20,7 +20,15 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from grader.protocol import frames
 from grader.protocol.base import Message
-from grader.protocol.compiles import ASKS, CompileAnswer, CompileAsk, Compiled, CompileRefused, CompileRequest  # noqa: F401
+from grader.protocol.compiles import (  # noqa: F401
+    ASKS,
+    TARGET_ENV,
+    CompileAnswer,
+    CompileAsk,
+    Compiled,
+    CompileRefused,
+    CompileRequest,
+)
 from grader.protocol.frames import MAX_DEPTH, MAX_HEADER, Deadline, PeerGone, ProtocolError, recv  # noqa: F401 (the wire's users)
 
 # -- the messages -------------------------------------------------------------------------------

@@ -12,6 +12,9 @@ from grader.protocol.base import Message
 #: its binary are a few hundred kB)
 MAX_FILES = 16
 MAX_BYTES = 64 << 20
+#: the graded GPU as the orchestrator's Triton driver sees it, JSON (backend, arch, warp_size and the
+#: device properties Triton's driver reports), in a compile server's environment
+TARGET_ENV = "GRADER_COMPILE_TARGET"
 
 
 class CompileAsk(Message):

@@ -6,6 +6,7 @@ is spawned in its sandbox, and what it hands back must be what Triton's cache he
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -230,3 +231,37 @@ def test_only_the_submissions_own_kernels_are_asked_for(submission: Path, as_wor
     compile_aside.install(keep, root=submission)
     as_worker.add.warmup(x, x, x, 64, BLOCK=32, DT=tl.float32, grid=(1,))
     assert [a.qualname for a in asks] == ["add"] and '"BLOCK"' in asks[0].spec and "[[4], 32]" in asks[0].spec
+
+
+TUTORIAL_IMPORT = """
+import triton
+from triton.runtime import driver
+
+DEVICE = driver.active.get_active_torch_device()
+NUM_SM = driver.active.utils.get_device_properties(DEVICE.index or 0)["multiprocessor_count"]
+print("SMs", NUM_SM, flush=True)
+
+
+def solve(x):
+    return x
+"""
+
+
+@needs_root
+@pytest.mark.parametrize("told", [True, False], ids=["the-gpus-properties-given", "none-given"])
+def test_a_tutorial_style_import_reads_the_graded_gpus_properties(tmp_path: Path, told: bool) -> None:
+    """Triton's tutorials read the SM count at import; the server answers with the graded GPU's."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "kernels.py").write_text(TUTORIAL_IMPORT)
+    seen = {"backend": "cuda", "arch": 90, "warp_size": 32, "properties": {"multiprocessor_count": 132}}
+    env = {protocol.TARGET_ENV: json.dumps(seen)} if told else {}
+    server = _spawn(SandboxConfig(device="cuda", no_gpu=True, gpu_memory_fraction=None, extra_env=env), folder)
+    try:
+        greeting = server.wait_ready(time.monotonic() + 120)
+    finally:
+        server.close()
+    if told:
+        assert isinstance(greeting, protocol.Ready) and "SMs 132" in server.output()
+    else:
+        assert isinstance(greeting, protocol.ImportFailed) and "properties are unknown" in greeting.message
