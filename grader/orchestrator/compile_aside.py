@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import time
 from pathlib import Path
 from typing import Protocol
@@ -55,8 +56,9 @@ def graded_target() -> str:
 
 
 def server(on: bool, config: SandboxConfig, submission: Path, problem: Problem) -> CompileServer | None:
-    """The problem's compile server (not started yet), if compiles are made aside."""
-    return CompileServer(config, submission, problem) if on else None
+    """The problem's compile server (not started yet), if compiles are made aside: only a grader run as
+    root can hide the GPU from it (a mount namespace), so elsewhere none is made and workers never ask."""
+    return CompileServer(config, submission, problem) if on and os.geteuid() == 0 else None
 
 
 def refused(reason: str) -> protocol.CompileAnswer:
@@ -145,6 +147,8 @@ def asked_by(run: _Run) -> Asked | None:
     aside, hold = run.aside, run.hold
 
     def answer(ask: protocol.CompileAsk) -> tuple[protocol.CompileAnswer, bytes, float]:
+        if aside.broken is not None:  # no server: refused at once, the GPU kept
+            return refused(aside.broken), b"", 0.0
         run.pause()  # nothing of the worker runs while the GPU is not held
         hold.let_go()
         let_go = time.monotonic()

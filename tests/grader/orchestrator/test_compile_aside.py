@@ -123,7 +123,11 @@ def test_a_workers_compiles_at_import_are_made_aside_while_a_timer_holds_the_gpu
 
 
 @needs_root
-def test_a_submission_that_needs_the_gpu_at_import_compiles_in_its_worker(tmp_path: Path) -> None:
+def test_a_submission_that_needs_the_gpu_at_import_compiles_in_its_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(gpu_lease.ENV, str(tmp_path / "locks"))
+    lease = gpu_lease.GpuLease("gpu-test")
     folder = tmp_path / "sub"
     folder.mkdir()
     (folder / "kernels.py").write_text("import torch\ntorch.cuda.init()\n\ndef solve(x):\n    return x\n")
@@ -136,6 +140,12 @@ def test_a_submission_that_needs_the_gpu_at_import_compiles_in_its_worker(tmp_pa
         assert not answer.compiled and "imported without a GPU" in answer.reason and blob == b""
         again, _ = aside.compile(ask, time.monotonic() + 120)  # refused at once: the server is not started again
         assert not again.compiled and aside.process is None
+        with lease.shared() as hold:  # and the grading keeps the GPU: no stop, no wait behind a timer
+            run = Run(aside, hold)
+            answer = compile_aside.asked_by(run)
+            assert answer is not None
+            refused, _, waited = answer(ask)
+            assert not refused.compiled and waited == 0.0 and run.events == []
     finally:
         aside.close()
 
