@@ -77,9 +77,17 @@ class CompileServer:
         self.broken: str | None = None
         self.compiled = 0
         self.output = ""
+        #: seconds spent starting the server: the grading's, like a worker's start, not the student's
+        self.start_s = 0.0
 
     def _start(self) -> None:
-        p = self.problem
+        p, began = self.problem, time.monotonic()
+        try:
+            self._spawn(p)
+        finally:
+            self.start_s += time.monotonic() - began
+
+    def _spawn(self, p: Problem) -> None:
         with trace.span(p.name, "compile server: start, the GPU not held"):
             try:
                 self.process = WorkerProcess(self.config, self.submission, p.name, p.module, p.function, entry=SERVER)
@@ -151,16 +159,18 @@ def asked_by(run: _Run) -> Asked | None:
             return refused(aside.broken), b"", 0.0
         run.pause()  # nothing of the worker runs while the GPU is not held
         hold.let_go()
-        let_go = time.monotonic()
+        let_go, starts = time.monotonic(), aside.start_s
         try:
             reply, blob = aside.compile(ask, run.deadline)
         finally:
             run.phases.compile_aside_s += time.monotonic() - let_go
+            started = aside.start_s - starts
+            run.deadline += started  # the server's start is the machine's time, as a worker's is
             with trace.span(aside.problem.name, "the GPU taken again after a compile aside"):
                 waited = hold.take_again()
             hold.since = time.monotonic()
             run._waited(waited)
             run._resume()
-        return reply, blob, waited
+        return reply, blob, waited + started
 
     return answer

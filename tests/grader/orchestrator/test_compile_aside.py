@@ -100,6 +100,7 @@ def test_a_workers_compiles_at_import_are_made_aside_while_a_timer_holds_the_gpu
     try:
         with lease.shared() as hold:
             run = Run(aside, hold)
+            deadline = run.deadline
             answer = compile_aside.asked_by(run)
             assert answer is not None
 
@@ -114,7 +115,8 @@ def test_a_workers_compiles_at_import_are_made_aside_while_a_timer_holds_the_gpu
         assert aside.compiled == 2 and aside.broken is None
         assert len(timed) == 1  # the window ran while the first kernel compiled aside
         assert run.events[:3] == ["paused", "waited", "resumed"]
-        assert run.phases.compile_aside_s > 0
+        assert run.phases.compile_aside_s > aside.start_s > 0  # the server started at the first ask
+        assert run.deadline > deadline + aside.start_s  # its start given back, and the wait for the window
     finally:
         worker.close()
         aside.close()
