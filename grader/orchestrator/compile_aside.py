@@ -9,10 +9,10 @@ the GPU, has the problem's compile server compile it (grader/harness/compile_ser
 submission imported in a sandbox whose GPU device files are hidden), takes the GPU again behind
 any waiting timer, and hands the files to the worker, which finds them in its Triton cache.
 
-The compile is the student's time, as it was in the worker; taking the GPU again is not. Every
-failure of the server (no mount namespace to hide the GPU, an import that needs a GPU, a kernel
-it cannot find by name, a different cache key) is a refusal, and the worker compiles the kernel
-itself, under the hold, as it would without this module.
+The compile is the student's time, as it was in the worker; the server's start and taking the GPU
+again are not. Every failure of the server (no mount namespace to hide the GPU, an import that
+needs a GPU, a kernel it cannot find by name, a different cache key) is a refusal, and the worker
+compiles the kernel itself, under the hold, as it would without this module.
 """
 
 from __future__ import annotations
