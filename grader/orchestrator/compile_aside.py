@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Protocol
@@ -77,13 +78,27 @@ class CompileServer:
         self.broken: str | None = None
         self.compiled = 0
         self.output = ""
-        #: seconds spent starting the server: the grading's, like a worker's start, not the student's
+        #: seconds an ask waited for the server's start: the grading's, like a worker's start, not the student's
         self.start_s = 0.0
+        self._starting: threading.Thread | None = None
+
+    def start_soon(self) -> None:
+        """Start the server now, beside the worker's imports, not at the first ask: for a worker whose
+        kernels are cold (no kept cache), which will ask."""
+        if self._starting is None and self.process is None and self.broken is None:
+            self._starting = threading.Thread(target=self._spawn, args=(self.problem,), daemon=True)
+            self._starting.start()
 
     def _start(self) -> None:
-        p, began = self.problem, time.monotonic()
+        """The server started (or found broken), in this thread or by `start_soon`'s; the seconds
+        this thread waited for it are `start_s`."""
+        began = time.monotonic()
         try:
-            self._spawn(p)
+            if self._starting is not None:
+                self._starting.join()
+                self._starting = None
+            elif self.broken is None and self.process is None:
+                self._spawn(self.problem)
         finally:
             self.start_s += time.monotonic() - began
 
@@ -103,7 +118,7 @@ class CompileServer:
 
     def compile(self, ask: protocol.CompileAsk, deadline: float) -> tuple[protocol.CompileAnswer, bytes]:
         """The answer to one ask. WorkerTimeout when the problem's time runs out in the compile."""
-        if self.broken is None and self.process is None:
+        if self.broken is None and (self.process is None or self._starting is not None):
             self._start()
         if self.broken is not None or self.process is None:
             return refused(self.broken or "no compile server"), b""
@@ -121,6 +136,9 @@ class CompileServer:
         return refused(reply.reason), b""
 
     def close(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
         if self.process is not None:
             self.process.close()
             self.output = self.output or self.process.output()

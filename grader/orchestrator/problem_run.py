@@ -105,10 +105,11 @@ class ProblemRun:
         """Start the worker, not waiting: its imports run beside the grader's start and the other problems'."""
         if self.worker is None:
             self.spawned_at, p = time.monotonic(), self.problem
-            extra = ("--compile-aside",) if self.aside else ()
             args = (self.config, self.submission, p.name, p.module, p.function, self.kernel_slot)
-            self.worker = WorkerProcess(*args, extra_args=extra)
+            self.worker = WorkerProcess(*args, extra_args=("--compile-aside",) if self.aside else ())
             self.isolation = self.worker.isolation
+            if self.aside is not None and not self.worker.seeded:  # cold kernels: it will ask
+                self.aside.start_soon()
 
     def _begin_worker(self) -> None:
         """Wait for the worker's imports (spawning it if need be), holding nothing: no CUDA context,
@@ -312,11 +313,8 @@ class ProblemRun:
         timing_started = time.monotonic()
         self.timed = timed_shapes.measure(self, tests)
         ok = self.options.profile and self.device == "cuda" and self.clean(tests)  # `--profile`: a report
-        self.profiled = (
-            profiles.profile_shapes(self.problem, self.kind, self.options.secret, partial(timed_shapes.call, self))
-            if ok
-            else []
-        )
+        shapes = partial(timed_shapes.call, self)
+        self.profiled = profiles.profile_shapes(self.problem, self.kind, self.options.secret, shapes) if ok else []
         self.phases.timing_s = time.monotonic() - timing_started
         # its GPU memory free for the next problem's timing; its kernels copied after the window
         self.stop_worker(keep_kernels=True)
@@ -360,6 +358,8 @@ class ProblemRun:
         if self.will_time(tests) and self.worker is not None and self.worker.ready:
             started = time.monotonic()
             self.unwarmed = first_calls.make(self)
+            if self.aside is not None:  # nothing compiles aside once timing begins: its memory back
+                self.aside.close()
             self.checked_at = time.monotonic()  # the problem's own time, as correctness is
             self.phases.warm_s = self.checked_at - started
 

@@ -201,3 +201,24 @@ def test_an_ask_is_read_only_from_a_worker_told_it_may_ask(tmp_path: Path, told:
             assert [a.qualname for a in answered] == ["system"]
     finally:
         worker.close()
+
+
+@needs_root
+def test_a_server_started_beside_a_cold_worker_is_ready_by_the_first_ask(tmp_path: Path) -> None:
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "kernels.py").write_text("def solve(x):\n    return x\n")
+    aside = compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
+    ask = protocol.CompileAsk(
+        module="kernels", qualname="k", line=1, fn_key="", key="", backend="cuda", arch=90, warp_size=32, spec="{}"
+    )
+    try:
+        aside.start_soon()
+        assert aside._starting is not None
+        aside._starting.join(120)  # the worker's imports and the first case would run meanwhile
+        answer, _ = aside.compile(ask, time.monotonic() + 60)
+        assert not answer.compiled and "no kernel kernels.k" in answer.reason  # the server answered
+        assert aside.process is not None and aside.start_s < 1.0  # the ask did not wait for its start
+    finally:
+        aside.close()
+    assert aside.process is None
