@@ -21,6 +21,7 @@ twin of the same Python function, and the code generator uses the twin wherever 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import triton.compiler.code_generator as code_generator
@@ -33,6 +34,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import DependenciesFinder, JITFunction, create_function_from_signature
 
 from grader import protocol
+from grader.spec import gpu_limits
 
 #: the graded GPU: an NVIDIA H200, compute capability 9.0 (Triton's third field: threads per warp)
 TARGET = GPUTarget("cuda", 90, 32)
@@ -166,6 +168,30 @@ def start(compile_only: bool = False) -> None:
 def taken() -> list[protocol.GpuCompile]:
     """The distinct compiles of the launches since `start()`."""
     return list(_SEEN)
+
+
+def probe(launch: Callable[[], object]) -> list[protocol.GpuCompile]:
+    """The compiles of what `launch` launches, compiled for the GPU and not run, and kept out of the
+    call's record (`taken`): how the interpreter's autotuner learns which configs the GPU refuses."""
+    if not _INSTALLED[0]:
+        return []
+    only, seen = _ONLY[0], list(_SEEN)
+    _ONLY[0] = True
+    _SEEN.clear()
+    try:
+        launch()
+        return list(_SEEN)
+    finally:
+        _ONLY[0] = only
+        _SEEN[:] = seen
+
+
+def out_of_resources(result: protocol.GpuCompile) -> bool:
+    """What Triton's autotuner on a GPU catches and scores as never fastest (`Autotuner._bench`:
+    OutOfResources, a failed `tl.static_assert`); the shared memory is the H200's."""
+    if result.shared_bytes is not None and result.shared_bytes > gpu_limits.GPU_SHARED_BYTES:
+        return True
+    return (result.error or "").startswith(("OutOfResources", "CompileTimeAssertionFailure"))
 
 
 _RUN_WRAPPER = """
