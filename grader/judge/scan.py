@@ -93,6 +93,32 @@ def _harmless_env_read(node: ast.AST) -> ast.AST | None:
     return None
 
 
+def _names(node: ast.AST) -> set[str]:
+    """The name a node spells: an attribute's, a variable's, a string constant's."""
+    if isinstance(node, ast.Attribute):
+        return {node.attr}
+    if isinstance(node, ast.Name):
+        return {node.id}
+    return {node.value} if isinstance(node, ast.Constant) and isinstance(node.value, str) else set()
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The docstrings' nodes: prose, not data, unless the file reads `__doc__` (then none are)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if _names(node) & {"__doc__", "getdoc"}:  # `f.__doc__`, `getattr(f, "__doc__")`, `inspect.getdoc(f)`
+            return set()
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                found.add(id(first.value))
+    return found
+
+
 class _Scanner:
     """Applies every rule to every node of one file's tree, iteratively (ast.walk: no recursion)."""
 
@@ -110,6 +136,7 @@ class _Scanner:
             self.findings.append(Finding(file=self.file, line=line, rule=rule, message=message))
 
     def scan(self, tree: ast.AST) -> list[Finding]:
+        self.docstrings = _docstrings(tree)
         for node in ast.walk(tree):
             harmless = _harmless_env_read(node)
             if harmless is not None:
@@ -131,9 +158,9 @@ class _Scanner:
                 targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
                 for target in targets:
                     self._target(target)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                for needle, message in STRINGS.items():
-                    if needle in node.value:
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in self.docstrings:
+                for pattern, message in STRINGS.items():
+                    if pattern.search(node.value):
                         self.add(node, "suspicious-string", message)
         return self.findings
 

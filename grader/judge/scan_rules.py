@@ -6,6 +6,8 @@ walks the submission's syntax trees and applies them.
 
 from __future__ import annotations
 
+import re
+
 CALLS = {
     "sys._getframe": ("frame-walk", "reads interpreter frames (could reach the grader's harness)"),
     "sys._current_frames": ("frame-walk", "reads the frames of every thread"),
@@ -117,16 +119,21 @@ PROFILER_WORDS = (
     "_disable_profiler",
     "_prepare_profiler",
 )
+#: in a string constant that is not a docstring (unless the file reads `__doc__`): a pattern, and
+#: what it mentions; "reference." only before a name (`reference.gelu`), not ending a sentence
 STRINGS = {
-    "/proc": "mentions /proc",
-    "reference/": "mentions the reference folder",
-    "reference.": "mentions the reference module",
-    "GRADER_": "mentions grader settings",
-    "hidden_cases": "mentions hidden cases",
-    "result.json": "mentions the result file",
-    "results.json": "mentions the Gradescope result file",
-    "secret": "mentions a secret",
-    "/etc/": "mentions /etc",
+    re.compile(pattern): message
+    for pattern, message in {
+        r"/proc": "mentions /proc",
+        r"reference/": "mentions the reference folder",
+        r"reference\.[A-Za-z_]": "mentions the reference module",
+        r"GRADER_": "mentions grader settings",
+        r"hidden_cases": "mentions hidden cases",
+        r"result\.json": "mentions the result file",
+        r"results\.json": "mentions the Gradescope result file",
+        r"secret": "mentions a secret",
+        r"/etc/": "mentions /etc",
+    }.items()
 }
 
 

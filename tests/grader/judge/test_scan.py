@@ -186,3 +186,48 @@ def test_the_scan_stops_at_its_budget_and_says_so(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(scan, "SCAN_BUDGET_S", -1.0)
     (stopped,) = scan.scan_submission(tmp_path)
     assert stopped.rule == "scan-budget" and stopped.file == "a.py"
+
+
+def test_prose_is_not_a_suspicious_string_but_data_is(tmp_path: Path) -> None:
+    # a docstring or message that ends a sentence with "the reference." is prose; a module path in
+    # data, or a docstring the code reads back, is not
+    honest = scan(
+        tmp_path / "honest",
+        **{
+            "gelu.py": '''\
+                """GeLU by the tanh approximation, within 1e-5 of the reference.
+
+                The secret is a good block size."""
+
+
+                def triton_gelu(x):
+                    """As the reference."""
+                    assert x.is_contiguous(), "contiguous inputs, as the reference."
+                    return x
+            ''',
+        },
+    )
+    assert [f for f in honest if f[2] == "suspicious-string"] == []
+    hostile = scan(
+        tmp_path / "hostile",
+        **{
+            "gelu.py": '''\
+                """/proc/self/environ"""
+                import importlib
+                where = importlib.import_module("reference.gelu")
+                path = open(__doc__).read()
+            ''',
+            "softmax.py": '''\
+                import inspect
+
+
+                def f():
+                    """reference/softmax.py"""
+
+
+                source = open(inspect.getdoc(f)).read()
+            ''',
+        },
+    )
+    strings = {(file, line) for file, line, rule in hostile if rule == "suspicious-string"}
+    assert {("gelu.py", 1), ("gelu.py", 3), ("softmax.py", 5)} <= strings, hostile
