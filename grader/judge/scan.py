@@ -25,6 +25,10 @@ from grader.judge.scan_rules import (
     MODULES,
     NAMESPACE_CALLS,
     NAMESPACE_TOOLS,
+    NUMPY_FINDING,
+    NUMPY_FUNCTIONS,
+    NUMPY_METHODS,
+    NUMPY_TORCH,
     PATCHED_ROOTS,
     PROFILER_WORDS,
     STRINGS,
@@ -102,6 +106,18 @@ def _names(node: ast.AST) -> set[str]:
     return {node.value} if isinstance(node, ast.Constant) and isinstance(node.value, str) else set()
 
 
+def _numpy_names(tree: ast.AST) -> set[str]:
+    """What names NumPy in this file: the module's aliases (`import numpy as np`) and the
+    data-moving functions imported from it (`from numpy import asarray`)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.asname or a.name for a in node.names if a.name.split(".")[0] == "numpy"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "numpy":
+            names |= {a.asname or a.name for a in node.names if a.name in NUMPY_FUNCTIONS}
+    return names
+
+
 def _docstrings(tree: ast.AST) -> set[int]:
     """The docstrings' nodes: prose, not data, unless the file reads `__doc__` (then none are)."""
     found: set[int] = set()
@@ -137,6 +153,7 @@ class _Scanner:
 
     def scan(self, tree: ast.AST) -> list[Finding]:
         self.docstrings = _docstrings(tree)
+        self.numpy_names = _numpy_names(tree)
         for node in ast.walk(tree):
             harmless = _harmless_env_read(node)
             if harmless is not None:
@@ -179,6 +196,13 @@ class _Scanner:
         if name in CALLS:
             self.add(node, *CALLS[name])
         called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+        if (
+            called in NUMPY_METHODS | NUMPY_TORCH
+            or (called in NUMPY_FUNCTIONS and isinstance(owner, ast.Name) and owner.id in self.numpy_names)
+            or (owner is None and called in self.numpy_names)
+        ):
+            self.add(node, *NUMPY_FINDING)
         if called in NAMESPACE_CALLS:
             self.add(node, "namespace", f"calls {called}() (namespaces and mounts are refused in the worker: issue 17)")
         elif any(isinstance(a, ast.Constant) and a.value in NAMESPACE_TOOLS for a in _first_items(node)):

@@ -93,8 +93,13 @@ MODULES = {
     "builtins": ("monkeypatch", "imports builtins (could replace what the grader's harness calls)"),
     "gc": ("gc-walk", "imports gc"),
     "inspect": ("frame-walk", "imports inspect"),
-    "numpy": ("numpy", "imports numpy (a computation outside Triton and the profiler?)"),
 }
+#: a tensor's data into NumPy or back: methods of a tensor, functions of torch and of numpy. NumPy
+#: itself is allowed (a constant, a dtype); what no profiler sees is arithmetic on a tensor's data there
+NUMPY_METHODS = {"numpy", "__array__"}
+NUMPY_TORCH = {"from_numpy"}
+NUMPY_FUNCTIONS = {"asarray", "array", "asanyarray", "frombuffer", "fromiter", "copy"}
+NUMPY_FINDING = ("numpy", "moves a tensor's data into NumPy or back (a computation outside Triton and the profiler?)")
 PATCHED_ROOTS = {
     "torch",
     "triton",

@@ -231,3 +231,36 @@ def test_prose_is_not_a_suspicious_string_but_data_is(tmp_path: Path) -> None:
     )
     strings = {(file, line) for file, line, rule in hostile if rule == "suspicious-string"}
     assert {("gelu.py", 1), ("gelu.py", 3), ("softmax.py", 5)} <= strings, hostile
+
+
+def test_numpy_for_a_constant_is_allowed_and_a_tensor_moved_into_it_is_reported(tmp_path: Path) -> None:
+    honest = scan(
+        tmp_path / "honest",
+        **{
+            "gelu.py": """\
+                import numpy as np
+
+                SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+                EPS = np.finfo(np.float32).eps
+            """,
+        },
+    )
+    assert [f for f in honest if f[2] == "numpy"] == []
+    hostile = scan(
+        tmp_path / "hostile",
+        **{
+            "gelu.py": """\
+                import numpy as numeric
+                from numpy import asarray as grab
+                import torch
+
+
+                def triton_gelu(x):
+                    a = x.cpu().numpy()
+                    b = numeric.asarray(x.cpu())
+                    c = grab(x.cpu())
+                    return torch.from_numpy(a + b + c)
+            """,
+        },
+    )
+    assert {line for file, line, rule in hostile if rule == "numpy"} == {7, 8, 9, 10}, hostile
