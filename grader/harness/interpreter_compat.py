@@ -89,7 +89,18 @@ def install() -> bool:
     # benchmarker (a `do_bench=` argument would also need a GPU)
     Autotuner.do_bench = property(lambda self: untimed_bench)  # type: ignore[assignment,method-assign]
     bf16, bounds = interpreter_bf16.install, interpreter_bounds.install
-    mends = (_extern_calls, _libdevice_modules, _loop_indices, _wrap_triton, bf16, bounds, _nan_min_max, _device_calls)
+    mends = (
+        _extern_calls,
+        _libdevice_modules,
+        _loop_indices,
+        _wrap_triton,
+        bf16,
+        bounds,
+        _nan_min_max,
+        _device_calls,
+        _bool_arguments,
+        _math_methods,
+    )
     for mend in mends:
         try:
             mend()
@@ -264,6 +275,44 @@ def _device_calls() -> None:
             scope.restore()
 
     interpreter.InterpretedFunction.__call__ = __call__  # type: ignore[method-assign]
+
+
+def _bool_arguments() -> None:
+    """A Python bool passed to a kernel parameter that is not a constexpr (`kernel[grid](..., causal)`)
+    is an `i1` scalar on a GPU, a runtime branch there; Triton 3.6's interpreter typed it `i1` and
+    stored it as int32, which it then refused ("itemsize (32 bits) exceeds ... int1")."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    convert = interpreter._implicit_cvt
+
+    def _implicit_cvt(arg: Any) -> Any:
+        if isinstance(arg, bool):
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.bool_), tl.int1), tl.int1)
+        return convert(arg)
+
+    interpreter._implicit_cvt = _implicit_cvt
+
+
+def _math_methods() -> None:
+    """`x.exp()`, `x.exp2()`, `x.log()`, `x.sqrt()` and the other `tl.math` functions Triton also
+    makes tensor methods compile on a GPU; the interpreter patches only methods marked as builtins,
+    and these are not, so it called them without their semantic ("'NoneType' object has no
+    attribute 'to_tensor'"). Each becomes a builtin that calls `tl.math`'s function, which the
+    interpreter does patch (and which the GPU compiler calls the same way)."""
+    import triton.language as tl
+
+    for name, function in vars(tl.math).items():
+        method = getattr(tl.tensor, name, None)
+        if not callable(function) or method is None or tl.core.is_builtin(method) or not tl.core.is_builtin(function):
+            continue
+
+        def call(self: Any, *args: Any, _name: str = name, _semantic: Any = None, **kwargs: Any) -> Any:
+            return getattr(tl.math, _name)(self, *args, _semantic=_semantic, **kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        setattr(call, tl.core.TRITON_BUILTIN, True)
+        setattr(tl.tensor, name, call)
 
 
 # -- loop variables ------------------------------------------------------------------------------

@@ -175,3 +175,43 @@ def test_the_autotuner_skips_a_config_the_gpu_refuses_as_triton_does_there(tmp_p
     assert small_first == "32 True []", out
     picked, ran, refused = big_only.split(" ", 2)
     assert picked == "128" and refused != "[]", out  # nothing fits: the one config is used, and refused as on the GPU
+
+
+def test_what_the_gpu_compiles_the_interpreter_runs_bools_and_math_methods(tmp_path: Path) -> None:
+    # a bool passed to a parameter that is not a constexpr (a runtime branch on a GPU), and the
+    # tl.math functions called as tensor methods (`x.exp2()`): the GPU compiles both, and Triton
+    # 3.6's interpreter raised on both, a false zero on a CPU
+    out = _run(
+        tmp_path,
+        """
+        @triton.jit
+        def scale(x_ptr, y_ptr, n, triple, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            v = tl.load(x_ptr + offs, mask=offs < n)
+            if triple:
+                v = v * 3.0
+            tl.store(y_ptr + offs, v, mask=offs < n)
+
+        @triton.jit
+        def methods(x_ptr, y_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs)
+            a = x.abs() + 1.0
+            y = a.exp() + a.exp2() + a.log() + a.log2() + a.sqrt() + a.rsqrt() + x.erf() + x.floor() + x.sin()
+            tl.store(y_ptr + offs, y)
+
+        x = torch.randn(64)
+        for flag in (True, False):
+            y = torch.empty_like(x)
+            gpu_compile.start()
+            scale[(4,)](x, y, 64, flag, BLOCK=16)
+            print("bool", flag, bool(torch.allclose(y, x * (3.0 if flag else 1.0))), gpu_compile.taken()[0].error)
+        y = torch.empty_like(x)
+        gpu_compile.start()
+        methods[(1,)](x, y, BLOCK=64)
+        a = x.abs() + 1.0
+        want = a.exp() + a.exp2() + a.log() + a.log2() + a.sqrt() + a.rsqrt() + torch.erf(x) + x.floor() + x.sin()
+        print("methods", bool(torch.allclose(y, want, rtol=1e-5, atol=1e-5)), gpu_compile.taken()[0].error)
+        """,
+    )
+    assert out.split("\n")[:3] == ["bool True True None", "bool False True None", "methods True None"], out
