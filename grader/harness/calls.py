@@ -22,6 +22,7 @@ from grader.harness import gpu_compile
 from grader.harness.recording import CompiledAsEager, Recording, compiled_events
 from grader.harness.watch import GUARD, PROFILER, LaunchCounter
 from grader.problems.base import CallOutput, ProblemKind, output_facts
+from grader.spec import op_names
 from grader.spec.model import Case
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -51,7 +52,7 @@ def _summed_up(record: dict[str, Any], names: list[str], kernels: list[str], lau
     for switch in refused:
         GUARD.flag(f"the profiler ({switch} during the call)")
     distinct = set(names) | set(redispatched)
-    record["aten_ops"] = sorted(n for n in distinct if n.startswith("aten::"))
+    record["aten_ops"] = sorted(n for n in distinct if n.startswith(op_names.RECORDED))
     record["compiled_regions"] = compiled_events(distinct)
     record["gpu_kernels"] = kernels
     record["triton_launches"] = LaunchCounter.total() - launches_before

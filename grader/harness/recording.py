@@ -152,12 +152,37 @@ class Recording:
         cls.seen.clear()
         cls.refused.clear()
         cls.watching[0] = True
+        # PyTorch's Python code asks this flag, not the profiler, before it records its own ranges:
+        # Inductor's compiled graphs mark their calls only when it is set (`## Call CompiledFxGraph`),
+        # and a graph compiled by `torch._inductor.compile` directly, past dynamo, marks nothing else
+        _PYTHON_PROFILER.prior = _PYTHON_PROFILER.read()
+        _PYTHON_PROFILER.write(True)
 
     @classmethod
     def stop(cls) -> tuple[list[str], list[str]]:
         """(ops redispatched, recording switches refused) since `start`."""
         cls.watching[0] = False
+        if not _PYTHON_PROFILER.read():
+            cls.refused.append("torch.autograd.profiler._is_profiler_enabled = False")
+        _PYTHON_PROFILER.write(_PYTHON_PROFILER.prior)
         return list(dict.fromkeys(cls.seen)), list(dict.fromkeys(cls.refused))
+
+
+class _PythonProfilerFlag:
+    """`torch.autograd.profiler._is_profiler_enabled`, which the harness's C-level session leaves False."""
+
+    prior = False
+
+    @staticmethod
+    def read() -> bool:
+        return bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
+
+    @staticmethod
+    def write(value: bool) -> None:
+        torch.autograd.profiler._is_profiler_enabled = value
+
+
+_PYTHON_PROFILER = _PythonProfilerFlag()
 
 
 # -- mode stacks ----------------------------------------------------------------------------------
@@ -208,7 +233,19 @@ def settle_modes() -> list[str]:
 _set_stance = _eval_frame._set_stance
 _FORCE_EAGER = _eval_frame.DynamoStance("force_eager")
 #: profiler events that only compiled code records: one in a watched part means the stance was undone
-COMPILED_EVENTS = ("Torch-Compiled Region", "TorchDynamo Cache Lookup", "## Call CompiledFxGraph")
+COMPILED_EVENTS = (
+    "Torch-Compiled Region",
+    "TorchDynamo Cache Lookup",
+    "## Call CompiledFxGraph",
+    # TorchScript's fusers: a fused group runs as one event, its ops unseen (NNC's `fused_*` and its
+    # `fallback_function`, oneDNN Graph's `LlgaPartition_*`, the groups' own `prim::` nodes)
+    "fused_",
+    "fallback_function",
+    "LlgaPartition",
+    "prim::TensorExprGroup",
+    "prim::FusionGroup",
+    "prim::oneDNNFusionGroup",
+)
 
 
 class CompiledAsEager:

@@ -16,6 +16,7 @@ import torch
 from grader import protocol
 from grader.judge.op_sites import op_call_sites
 from grader.problems.base import ProblemKind, describe_tensor
+from grader.spec import op_names
 from grader.spec.gpu_limits import GPU_SHARED_BYTES
 from grader.spec.gpu_limits import hint as compile_hint
 from grader.spec.model import Case, Problem
@@ -251,7 +252,7 @@ def kernel_check(
     `graph_launches` counts CUDA graph replays in the watched part: the kernels a graph runs were
     captured before the call, so neither the ops nor the launches seen stand for them.
     """
-    used = [op for op in aten_ops if op in problem.forbidden_ops]
+    used = op_names.forbidden_in(aten_ops, problem.forbidden_ops)
     if used:
         sites = op_call_sites(submission, used) if submission is not None else []
         where = f" (likely at {', '.join(sites)})" if sites else ""
@@ -261,9 +262,9 @@ def kernel_check(
         )
     if compiled:
         return (
-            f"ran torch.compile'd code compiled in case {case.name} ({compiled[0]}), where the grader runs "
-            f"it eagerly (torch.compiler's stance was changed): {problem.title} must be computed by your "
-            f"own Triton kernel"
+            f"ran compiled PyTorch code in case {case.name} ({compiled[0]}): torch.compile'd code runs "
+            f"eagerly there unless torch.compiler's stance was changed, and TorchScript's fused groups are "
+            f"not allowed; {problem.title} must be computed by your own Triton kernel"
         )
     if graph_launches:
         return (
