@@ -96,11 +96,12 @@ def install() -> None:
         return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
 
     def guarded(original: Callable[..., Any], what: str, ptrs_at: int, mask_at: int | None) -> Callable[..., Any]:
-        def method(self: Any, *args: Any) -> Any:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            # a tensor descriptor's load and store pass cache_modifier= and the like by keyword
             ptrs = args[ptrs_at]
             mask = args[mask_at].data if mask_at is not None and args[mask_at] is not None else None
             check(what, ptrs.data, mask, itemsize(ptrs), self.grid_idx or (0, 0, 0))
-            return original(self, *args)
+            return original(self, *args, **kwargs)
 
         return method
 

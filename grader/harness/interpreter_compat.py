@@ -152,6 +152,13 @@ _NUMPY.update(
         "erf": np.vectorize(math.erf, otypes=[np.float64]),
         "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
         "saturate": lambda x: np.clip(x, 0, 1),
+        "normcdf": np.vectorize(lambda x: 0.5 * math.erfc(-x / math.sqrt(2.0)), otypes=[np.float64]),
+        "sinpi": lambda x: np.sin(np.pi * x),
+        "cospi": lambda x: np.cos(np.pi * x),
+        "rcbrt": lambda x: 1 / np.cbrt(x),
+        "nextafter": np.nextafter,
+        "remainder": lambda x, y: x - np.rint(x / y) * y,  # IEEE's: the quotient rounded to nearest even
+        "dividef": lambda x, y: x / y,
         "isfinite": np.isfinite,
         "finitef": np.isfinite,
     }
@@ -256,6 +263,13 @@ def _nan_min_max() -> None:
 
     InterpreterBuilder.create_maxnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmax)  # type: ignore[method-assign]
     InterpreterBuilder.create_minnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmin)  # type: ignore[method-assign]
+
+    def clamp(self: Any, arg: Any, lo: Any, hi: Any, propagate_nans: Any) -> Any:
+        # the GPU clamps with max then min, which ignore a NaN unless NaNs are asked to propagate
+        ignore = int(getattr(propagate_nans, "value", propagate_nans)) == 0
+        return self.ternary_op(arg, lo, hi, (lambda x, a, b: np.fmin(np.fmax(x, a), b)) if ignore else np.clip)
+
+    InterpreterBuilder.create_clampf = clamp  # type: ignore[method-assign]
 
 
 def _device_calls() -> None:

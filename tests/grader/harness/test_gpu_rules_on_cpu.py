@@ -215,3 +215,50 @@ def test_what_the_gpu_compiles_the_interpreter_runs_bools_and_math_methods(tmp_p
         """,
     )
     assert out.split("\n")[:3] == ["bool True True None", "bool False True None", "methods True None"], out
+
+
+def test_tensor_descriptors_clamp_and_more_libdevice_run_as_on_the_gpu(tmp_path: Path) -> None:
+    # tensor descriptors' loads pass cache_modifier= by keyword, which the bounds check's wrapper
+    # refused (a TypeError under the grader only); the GPU clamps with max then min (a NaN is
+    # clamped, not kept); libdevice's normcdf, sinpi and remainder had no NumPy counterpart
+    out = _run(
+        tmp_path,
+        """
+        import math
+        from triton.language.extra import libdevice
+
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))
+
+        @triton.jit
+        def doubled(x_ptr, o_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+            pid = tl.program_id(0)
+            xd = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+            od = tl.make_tensor_descriptor(o_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+            for j in range(0, tl.cdiv(N, BN)):
+                od.store([pid * BM, j * BN], xd.load([pid * BM, j * BN]) * 2.0)
+
+        @triton.jit
+        def maths(x_ptr, c_ptr, y_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs)
+            tl.store(c_ptr + offs, tl.clamp(x, 0.25, 0.5))
+            tl.store(y_ptr + offs, libdevice.normcdf(x) + libdevice.sinpi(x) + libdevice.remainder(x, 0.75))
+
+        x = torch.randn(40, 52); o = torch.zeros_like(x)
+        gpu_compile.start()
+        doubled[(3,)](x, o, 40, 52, BM=16, BN=16)
+        print("descriptors", bool(torch.equal(o, 2 * x)), gpu_compile.taken()[0].error)
+        x = torch.tensor([float("nan"), 0.1, 0.3, 0.9, -1.2, 2.0, -0.4, 1.3])
+        c, y = torch.empty_like(x), torch.empty_like(x)
+        gpu_compile.start()
+        maths[(1,)](x, c, y, BLOCK=8)
+        d = x.double()
+        clamped = torch.where(torch.isnan(d), torch.full_like(d, 0.25), d.clamp(0.25, 0.5))
+        want = 0.5 * torch.erfc(-d / math.sqrt(2.0)) + torch.sin(math.pi * d) + (d - torch.round(d / 0.75) * 0.75)
+        same = torch.equal(c.double(), clamped) and torch.allclose(y[1:].double(), want[1:], atol=1e-5)
+        print("maths", same, gpu_compile.taken()[0].error)
+        """,
+    )
+    lines = out.strip().split("\n")
+    assert lines[0] == "descriptors True None", out
+    assert lines[1] == "maths True None", out
