@@ -110,11 +110,11 @@ class CompileServer:
                 greeting = self.process.wait_ready(until)
             except (WorkerUnavailable, WorkerDied, WorkerTimeout, OSError) as exc:
                 self.broken = f"the compile server could not start: {exc}"
-                self.close()
+                self._stop_process()
                 return
         if not isinstance(greeting, protocol.Ready):
             self.broken = "the submission could not be imported without a GPU"
-            self.close()
+            self._stop_process()
 
     def compile(self, ask: protocol.CompileAsk, deadline: float) -> tuple[protocol.CompileAnswer, bytes]:
         """The answer to one ask. WorkerTimeout when the problem's time runs out in the compile."""
@@ -139,6 +139,10 @@ class CompileServer:
         if self._starting is not None:
             self._starting.join()
             self._starting = None
+        self._stop_process()
+
+    def _stop_process(self) -> None:
+        """Stop the server's process (here or in `start_soon`'s thread, which `close` waits for)."""
         if self.process is not None:
             self.process.close()
             self.output = self.output or self.process.output()

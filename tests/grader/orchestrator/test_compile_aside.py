@@ -222,3 +222,20 @@ def test_a_server_started_beside_a_cold_worker_is_ready_by_the_first_ask(tmp_pat
     finally:
         aside.close()
     assert aside.process is None
+
+
+@needs_root
+def test_a_server_that_fails_to_start_beside_the_worker_says_why_at_the_first_ask(tmp_path: Path) -> None:
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "kernels.py").write_text("import torch\ntorch.cuda.init()\n\ndef solve(x):\n    return x\n")
+    aside = compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
+    ask = protocol.CompileAsk(
+        module="kernels", qualname="k", line=1, fn_key="", key="", backend="cuda", arch=90, warp_size=32, spec="{}"
+    )
+    try:
+        aside.start_soon()  # its failure happens on the start's own thread
+        answer, _ = aside.compile(ask, time.monotonic() + 120)
+        assert not answer.compiled and "imported without a GPU" in answer.reason and aside.process is None
+    finally:
+        aside.close()
