@@ -152,37 +152,12 @@ class Recording:
         cls.seen.clear()
         cls.refused.clear()
         cls.watching[0] = True
-        # PyTorch's Python code asks this flag, not the profiler, before it records its own ranges:
-        # Inductor's compiled graphs mark their calls only when it is set (`## Call CompiledFxGraph`),
-        # and a graph compiled by `torch._inductor.compile` directly, past dynamo, marks nothing else
-        _PYTHON_PROFILER.prior = _PYTHON_PROFILER.read()
-        _PYTHON_PROFILER.write(True)
 
     @classmethod
     def stop(cls) -> tuple[list[str], list[str]]:
         """(ops redispatched, recording switches refused) since `start`."""
         cls.watching[0] = False
-        if not _PYTHON_PROFILER.read():
-            cls.refused.append("torch.autograd.profiler._is_profiler_enabled = False")
-        _PYTHON_PROFILER.write(_PYTHON_PROFILER.prior)
         return list(dict.fromkeys(cls.seen)), list(dict.fromkeys(cls.refused))
-
-
-class _PythonProfilerFlag:
-    """`torch.autograd.profiler._is_profiler_enabled`, which the harness's C-level session leaves False."""
-
-    prior = False
-
-    @staticmethod
-    def read() -> bool:
-        return bool(getattr(torch.autograd.profiler, "_is_profiler_enabled", False))
-
-    @staticmethod
-    def write(value: bool) -> None:
-        torch.autograd.profiler._is_profiler_enabled = value
-
-
-_PYTHON_PROFILER = _PythonProfilerFlag()
 
 
 # -- mode stacks ----------------------------------------------------------------------------------
