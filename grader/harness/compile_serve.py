@@ -27,7 +27,7 @@ from triton.runtime import driver
 from triton.runtime.jit import JITFunction
 
 from grader import protocol
-from grader.harness import compile_spec, student_runtime
+from grader.harness import compile_spec, start_steps, student_runtime
 from grader.loading import load_function
 from grader.protocol.compiles import TARGET_ENV
 
@@ -126,14 +126,7 @@ def compile_one(ask: protocol.CompileAsk) -> tuple[protocol.Message, bytes]:
 
 def serve(args: argparse.Namespace) -> int:
     req_fd, rep_fd = args.req_fd, args.rep_fd
-    for fd in (req_fd, rep_fd):
-        os.set_inheritable(fd, False)
-    protocol.send(rep_fd, protocol.Imported())
-    try:
-        go = protocol.parse_request(protocol.recv(req_fd)[0])
-    except protocol.PeerGone:
-        return 0
-    if not isinstance(go, protocol.StartRequest):
+    if not start_steps.go_ahead(req_fd, rep_fd):
         return 0
     driver.set_active(TargetOnly.from_env())  # for the submission's import; each ask names its own target
     student_runtime.prepare()

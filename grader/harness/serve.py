@@ -288,15 +288,8 @@ def serve(args: argparse.Namespace) -> int:
     steps = start_steps.Steps()
     steps.done("Python, PyTorch, Triton and the harness imported")
     req_fd, rep_fd = args.req_fd, args.rep_fd
-    for fd in (req_fd, rep_fd):
-        os.set_inheritable(fd, False)
     # started before its grading holds the GPU: nothing below (CUDA, the submission) runs until it does
-    protocol.send(rep_fd, protocol.Imported())
-    try:
-        go = protocol.parse_request(protocol.recv(req_fd)[0])
-    except protocol.PeerGone:
-        return 0
-    if not isinstance(go, protocol.StartRequest):
+    if not start_steps.go_ahead(req_fd, rep_fd):
         return 0  # an exit request (the grading ended first)
     steps.done("waiting for the GPU")
     if args.device == "cuda" and args.gpu_memory_fraction:

@@ -1,10 +1,26 @@
-"""The worker's start, step by step (sent with its greeting: GRADER_TRACE shows where it went)."""
+"""The worker's start, step by step (sent with its greeting: GRADER_TRACE shows where it went),
+and the handshake that begins it, shared by the worker and the compile server."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
+
+from grader import protocol
+
+
+def go_ahead(req_fd: int, rep_fd: int) -> bool:
+    """Say `Imported` (this process's imports done, nothing of the submission run) and wait for the
+    orchestrator's StartRequest; False when it sends an exit instead, or is gone (the grading ended)."""
+    for fd in (req_fd, rep_fd):
+        os.set_inheritable(fd, False)
+    protocol.send(rep_fd, protocol.Imported())
+    try:
+        go = protocol.parse_request(protocol.recv(req_fd)[0])
+    except protocol.PeerGone:
+        return False
+    return isinstance(go, protocol.StartRequest)
 
 
 class Steps:

@@ -106,33 +106,28 @@ def _names(node: ast.AST) -> set[str]:
     return {node.value} if isinstance(node, ast.Constant) and isinstance(node.value, str) else set()
 
 
-def _numpy_names(tree: ast.AST) -> set[str]:
-    """What names NumPy in this file: the module's aliases (`import numpy as np`) and the
-    data-moving functions imported from it (`from numpy import asarray`)."""
-    names: set[str] = set()
+def _prepass(tree: ast.AST) -> tuple[set[int], set[str]]:
+    """What the rules need of the whole file before its nodes, in one walk: the docstrings' nodes
+    (prose, not data, unless the file reads `__doc__`: then none are), and what names NumPy (the
+    module's aliases, `import numpy as np`, and the data-moving functions imported from it)."""
+    docstrings: set[int] = set()
+    numpy: set[str] = set()
+    reads_doc = False
     for node in ast.walk(tree):
+        reads_doc = reads_doc or bool(_names(node) & {"__doc__", "getdoc"})  # `f.__doc__`, `inspect.getdoc(f)`
         if isinstance(node, ast.Import):
-            names |= {a.asname or a.name for a in node.names if a.name.split(".")[0] == "numpy"}
+            numpy |= {a.asname or a.name for a in node.names if a.name.split(".")[0] == "numpy"}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "numpy":
-            names |= {a.asname or a.name for a in node.names if a.name in NUMPY_FUNCTIONS}
-    return names
-
-
-def _docstrings(tree: ast.AST) -> set[int]:
-    """The docstrings' nodes: prose, not data, unless the file reads `__doc__` (then none are)."""
-    found: set[int] = set()
-    for node in ast.walk(tree):
-        if _names(node) & {"__doc__", "getdoc"}:  # `f.__doc__`, `getattr(f, "__doc__")`, `inspect.getdoc(f)`
-            return set()
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            numpy |= {a.asname or a.name for a in node.names if a.name in NUMPY_FUNCTIONS}
+        elif isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if (
                 isinstance(first, ast.Expr)
                 and isinstance(first.value, ast.Constant)
                 and isinstance(first.value.value, str)
             ):
-                found.add(id(first.value))
-    return found
+                docstrings.add(id(first.value))
+    return (set() if reads_doc else docstrings), numpy
 
 
 class _Scanner:
@@ -152,8 +147,7 @@ class _Scanner:
             self.findings.append(Finding(file=self.file, line=line, rule=rule, message=message))
 
     def scan(self, tree: ast.AST) -> list[Finding]:
-        self.docstrings = _docstrings(tree)
-        self.numpy_names = _numpy_names(tree)
+        self.docstrings, self.numpy_names = _prepass(tree)
         for node in ast.walk(tree):
             harmless = _harmless_env_read(node)
             if harmless is not None:

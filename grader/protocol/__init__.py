@@ -263,7 +263,7 @@ class StartRequest(Message):
     replies: ClassVar[dict[str, type[Message]]] = {"ready": Ready, "import_error": ImportFailed}
 
 
-Request = Annotated[
+AnyRequest = (
     CallRequest
     | TimeRequest
     | WarmRequest
@@ -272,9 +272,9 @@ Request = Annotated[
     | ExitRequest
     | StartRequest
     | CompileRequest
-    | CompileAnswer,
-    Field(discriminator="op"),
-]
+    | CompileAnswer
+)
+Request = Annotated[AnyRequest, Field(discriminator="op")]
 _REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
 
 
@@ -307,19 +307,7 @@ def parse_reply(header: dict[str, Any], expected: dict[str, type[Message]]) -> M
         raise ProtocolError(f"malformed {status!r} reply: {_explain(exc)}") from None
 
 
-def parse_request(
-    header: dict[str, Any],
-) -> (
-    CallRequest
-    | TimeRequest
-    | WarmRequest
-    | LoopRequest
-    | ProfileRequest
-    | ExitRequest
-    | StartRequest
-    | CompileRequest
-    | CompileAnswer
-):
+def parse_request(header: dict[str, Any]) -> AnyRequest:
     try:
         return _REQUEST.validate_python(header)  # type: ignore[no-any-return]
     except ValidationError as exc:

@@ -21,6 +21,11 @@ from grader.spec.load import load_assignment
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a compile server hides the GPU in a mount namespace (root)")
 PROBLEM = load_assignment(hidden=False).problem("gelu").model_copy(update={"module": "kernels", "function": "solve"})
 
+#: an ask for a kernel no submission here defines: what the server answers without compiling
+ASK = protocol.CompileAsk(
+    module="kernels", qualname="k", line=1, fn_key="", key="", backend="cuda", arch=90, warp_size=32, spec="{}"
+)
+
 KERNELS = """
 import torch
 import triton
@@ -134,9 +139,7 @@ def test_a_submission_that_needs_the_gpu_at_import_compiles_in_its_worker(
     folder.mkdir()
     (folder / "kernels.py").write_text("import torch\ntorch.cuda.init()\n\ndef solve(x):\n    return x\n")
     aside = compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
-    ask = protocol.CompileAsk(
-        module="kernels", qualname="k", line=1, fn_key="", key="", backend="cuda", arch=90, warp_size=32, spec="{}"
-    )
+    ask = ASK
     try:
         answer, blob = aside.compile(ask, time.monotonic() + 120)
         assert not answer.compiled and "imported without a GPU" in answer.reason and blob == b""
@@ -157,9 +160,7 @@ def test_no_compile_is_made_aside_without_a_shared_hold() -> None:
     run = Run(aside, None)  # type: ignore[arg-type]
     in_the_window = compile_aside.asked_by(run)  # a timed window: refused, the worker compiles in it as before
     assert in_the_window is not None
-    ask = protocol.CompileAsk(
-        module="kernels", qualname="k", line=1, fn_key="", key="", backend="cuda", arch=90, warp_size=32, spec="{}"
-    )
+    ask = ASK
     answer, blob, waited = in_the_window(ask)
     assert not answer.compiled and "held alone" in answer.reason and (blob, waited) == (b"", 0.0)
     assert aside is not None and aside.process is None and run.events == []
@@ -209,9 +210,7 @@ def test_a_server_started_beside_a_cold_worker_is_ready_by_the_first_ask(tmp_pat
     folder.mkdir()
     (folder / "kernels.py").write_text("def solve(x):\n    return x\n")
     aside = compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
-    ask = protocol.CompileAsk(
-        module="kernels", qualname="k", line=1, fn_key="", key="", backend="cuda", arch=90, warp_size=32, spec="{}"
-    )
+    ask = ASK
     try:
         aside.start_soon()
         assert aside._starting is not None
@@ -230,9 +229,7 @@ def test_a_server_that_fails_to_start_beside_the_worker_says_why_at_the_first_as
     folder.mkdir()
     (folder / "kernels.py").write_text("import torch\ntorch.cuda.init()\n\ndef solve(x):\n    return x\n")
     aside = compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
-    ask = protocol.CompileAsk(
-        module="kernels", qualname="k", line=1, fn_key="", key="", backend="cuda", arch=90, warp_size=32, spec="{}"
-    )
+    ask = ASK
     try:
         aside.start_soon()  # its failure happens on the start's own thread
         answer, _ = aside.compile(ask, time.monotonic() + 120)
