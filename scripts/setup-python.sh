@@ -10,6 +10,12 @@ cd "$(dirname "$0")/.."
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || { echo "setup-python: Python 3.11 or newer is needed (the grader reads TOML with tomllib)" >&2; exit 1; }
 if [ ! -x .venv/bin/python ]; then
+  # torch and its CUDA libraries take about 6 GB once installed: say so before pip fails halfway
+  free_kb=$(df -Pk . | awk 'NR == 2 {print $4}')
+  if [ "${free_kb:-0}" -lt $((7 * 1024 * 1024)) ]; then
+    echo "setup-python: $((free_kb / 1024 / 1024)) GB free on $(df -P . | awk 'NR == 2 {print $6}'); .venv needs about 7 GB (torch, Triton, CUDA libraries)" >&2
+    exit 1
+  fi
   python3 -m venv .venv
 fi
 . .venv/bin/activate
