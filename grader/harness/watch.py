@@ -30,6 +30,7 @@ import torch.profiler  # noqa: E402
 import torch.testing  # noqa: E402
 
 from grader import protocol  # noqa: E402
+from grader.harness.generated_code import GeneratedCode  # noqa: E402
 from grader.harness.recording import DeviceContext, Recording, settle_modes  # noqa: E402
 
 _MISSING = object()
@@ -253,6 +254,11 @@ class Guard:
                     continue
                 self.saved.append((label, owner, name, value))
 
+    def watch_later(self, label: str, owner: Any, name: str) -> None:
+        """Watch one more name from now on: one the harness wrapped after the snapshot (a lazily
+        imported module's)."""
+        self.saved.append((label, owner, name, vars(owner)[name]))
+
     def restore(self) -> list[str]:
         """Put back whatever was replaced; return (and remember) what it was."""
         # first of all: a profile or trace function set by submission code runs at every call the
@@ -275,6 +281,8 @@ class Guard:
             for name in [n for n in vars(klass) if n not in names and n not in _CACHED_BY_PYTHON]:
                 changed.append(f"{label}.{name}")
                 delattr(klass, name)
+        if GeneratedCode.finder_removed():
+            changed.append("sys.meta_path (the grader's finder of Inductor's modules)")
         changed += settle_modes()
         for name in changed:
             self.flag(name)
@@ -306,10 +314,12 @@ GUARD = Guard()
 def arm() -> None:
     """Install all that watches submission code, before it is imported (the worker and the handout
     alike): the launch counter and the recording beside the profiler, then the guard's snapshot,
-    which must find them in place as the harness's own."""
+    which must find them in place as the harness's own, then the marks of generated code, whose
+    lazily wrapped names the guard is told of as they are wrapped."""
     LaunchCounter.install()
     Recording.install()
     GUARD.snapshot()
+    GeneratedCode.install(Recording.watching, Recording.seen, GUARD.watch_later)
 
 
 # -- op recording -------------------------------------------------------------------------------

@@ -247,7 +247,8 @@ def kernel_check(
     `watch`: the whole call, or only the forward, for a problem whose backward may be PyTorch);
     `triton_launches` counts the Triton kernels the whole call launched; `compiled` names the
     events of torch.compile'd code that ran compiled in the watched part, where the watch runs
-    it eagerly: its kernels are inductor's, not the student's, and their ops are unseen.
+    it eagerly, and the marks of other generated code (`grader.harness.generated_code`): its
+    kernels are Inductor's or PyTorch's, not the student's, and their ops are unseen.
     `submission`, where known, is read for the lines that likely run a forbidden op.
     `graph_launches` counts CUDA graph replays in the watched part: the kernels a graph runs were
     captured before the call, so neither the ops nor the launches seen stand for them.
@@ -263,8 +264,9 @@ def kernel_check(
     if compiled:
         return (
             f"ran compiled PyTorch code in case {case.name} ({compiled[0]}): torch.compile'd code runs "
-            f"eagerly there unless torch.compiler's stance was changed, and TorchScript's fused groups are "
-            f"not allowed; {problem.title} must be computed by your own Triton kernel"
+            f"eagerly there unless torch.compiler's stance was changed; TorchScript's fused groups, code "
+            f"Inductor generated past torch.compile, AOTInductor's models and jiterator's kernels are not "
+            f"allowed; {problem.title} must be computed by your own Triton kernel"
         )
     if graph_launches:
         return (

@@ -1,14 +1,20 @@
 """Attack: a token Triton launch, then GeLU by a graph compiled with Inductor directly
 (`torch._inductor.compile` on a `make_fx` graph, at import), never entering dynamo: the grader's
-eager stance does not reach it, and its generated code records no aten op. Its honest twin
-(CHEAT = False) compiles the same graph and returns the Triton kernel's output."""
+eager stance does not reach it, and its generated code records no aten op. With FRESH = True it
+loads Inductor's generated wrapper module afresh from its file (so the `call` Inductor handed out
+is not the one called) and runs that. Its honest twin (CHEAT = False) compiles the same graph and
+returns the Triton kernel's output."""
+
+import importlib.util
 
 import torch
 from correct_gelu import triton_gelu as _correct
 from torch._inductor import compile as inductor_compile
+from torch._inductor.codecache import PyCodeCache
 from torch.fx.experimental.proxy_tensor import make_fx
 
 CHEAT = True
+FRESH = False
 CHUNK = 4096
 
 
@@ -18,6 +24,11 @@ def _gelu(u: torch.Tensor) -> torch.Tensor:
 
 _example = [torch.randn(CHUNK)]
 _compiled = inductor_compile(make_fx(_gelu)(*_example), _example)
+if FRESH:
+    _spec = importlib.util.spec_from_file_location("fresh_wrapper", PyCodeCache.modules[-1].__file__)
+    _fresh = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_fresh)
+    _compiled = lambda u: _fresh.call([u])  # noqa: E731
 
 
 def triton_gelu(x: torch.Tensor) -> torch.Tensor:
