@@ -22,6 +22,7 @@ from pathlib import Path
 from grader.judge.scan_rules import (
     ATTRIBUTES,
     CALLS,
+    GENERATED_CODE,
     MODULES,
     NAMESPACE_CALLS,
     NAMESPACE_TOOLS,
@@ -179,7 +180,13 @@ class _Scanner:
         root = name.split(".")[0]
         if root in MODULES:
             self.add(node, *MODULES[root])
+        self._generated_code(node, name)
         self._profiler_word(node, name)
+
+    def _generated_code(self, node: ast.AST, name: str | None) -> None:
+        for module, finding in GENERATED_CODE.items():
+            if name is not None and (name == module or name.startswith(module + ".")):
+                self.add(node, *finding)
 
     def _profiler_word(self, node: ast.AST, name: str) -> None:
         if any(word in name for word in PROFILER_WORDS):
@@ -189,6 +196,7 @@ class _Scanner:
         name = _dotted(node.func)
         if name in CALLS:
             self.add(node, *CALLS[name])
+        self._generated_code(node, name)
         called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
         owner = node.func.value if isinstance(node.func, ast.Attribute) else None
         if (

@@ -94,6 +94,14 @@ MODULES = {
     "gc": ("gc-walk", "imports gc"),
     "inspect": ("frame-walk", "imports inspect"),
 }
+#: modules (and what is called from them) that compile code PyTorch's profiler does not see into:
+#: a graded call that runs it fails the kernel rule; the import or call is shown to a human too
+GENERATED_CODE = {
+    "torch._inductor": ("generated-code", "uses Inductor directly (its code fails a graded call's kernel check)"),
+    "torch._export": ("generated-code", "uses AOT export or compile (a compiled model fails the kernel check)"),
+    "torch.cuda.jiterator": ("generated-code", "compiles a CUDA kernel from a string (jiterator)"),
+    "torch.utils.cpp_extension": ("native-code", "compiles C++/CUDA source into an extension (unseen by the profiler)"),
+}
 #: a tensor's data into NumPy or back: methods of a tensor, functions of torch and of numpy. NumPy
 #: itself is allowed (a constant, a dtype); what no profiler sees is arithmetic on a tensor's data there
 NUMPY_METHODS = {"numpy", "__array__"}

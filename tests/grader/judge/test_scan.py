@@ -264,3 +264,29 @@ def test_numpy_for_a_constant_is_allowed_and_a_tensor_moved_into_it_is_reported(
         },
     )
     assert {line for file, line, rule in hostile if rule == "numpy"} == {7, 8, 9, 10}, hostile
+
+
+def test_code_generated_past_the_profiler_is_reported(tmp_path: Path) -> None:
+    """Inductor used directly, AOT export, jiterator and C++ extensions: each at its line; torch.compile
+    itself (run eagerly in a graded call) is not."""
+    found = scan(
+        tmp_path,
+        **{
+            "gelu.py": """\
+                import torch
+                from torch._inductor import compile as inductor_compile
+                import torch.utils.cpp_extension
+                fn = torch.cuda.jiterator._create_jit_fn("template <typename T> T f(T x) { return x; }")
+                ext = torch.utils.cpp_extension.load_inline("m", "")
+                model = torch._export.aot_load("model.so", "cpu")
+                fast = torch.compile(lambda x: x)
+            """
+        },
+    )
+    assert set(found) == {
+        ("gelu.py", 2, "generated-code"),
+        ("gelu.py", 3, "native-code"),
+        ("gelu.py", 4, "generated-code"),
+        ("gelu.py", 5, "native-code"),
+        ("gelu.py", 6, "generated-code"),
+    }
