@@ -52,7 +52,7 @@ def _summed_up(record: dict[str, Any], names: list[str], kernels: list[str], lau
     for switch in refused:
         GUARD.flag(f"the profiler ({switch} during the call)")
     distinct = set(names) | set(redispatched)
-    record["aten_ops"] = sorted(n for n in distinct if n.startswith(op_names.RECORDED))
+    record["aten_ops"] = sorted(n for n in distinct if op_names.recorded(n, Recording.namespaces))
     record["compiled_regions"] = compiled_events(distinct)
     record["gpu_kernels"] = kernels
     record["triton_launches"] = LaunchCounter.total() - launches_before

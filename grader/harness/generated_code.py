@@ -3,7 +3,8 @@
 torch.compile's code runs eagerly in a watched call (`grader.harness.recording.CompiledAsEager`),
 but Inductor can be reached past dynamo (`torch._inductor.compile` on a `make_fx` graph,
 `compile_fx`, a graph loaded from its cache), AOTInductor runs a model compiled to a shared
-library, and `torch.cuda.jiterator` compiles and launches a CUDA kernel from a string: none of them
+library, `torch.cuda.jiterator` compiles and launches a CUDA kernel from a string, and NNC's
+tensor expressions (`torch._C._te`) are compiled and run by its code generator: none of them
 records the aten ops it stands for. Each entry point is wrapped to note a name in
 `Recording.seen` while a call is watched; `grader.harness.recording.compiled_events` then finds it
 there as it finds torch.compile's own events, and the kernel rule refuses the call. Inductor is
@@ -35,6 +36,7 @@ INDUCTOR_GRAPH = "Inductor's generated code (a compiled graph's call)"
 INDUCTOR_KERNEL = "Inductor's generated code (a kernel it compiled)"
 AOT_INDUCTOR = "AOTInductor's compiled model"
 JITERATOR = "torch.cuda.jiterator's compiled kernel"
+NNC = "TorchScript's NNC code generator (torch._C._te)"
 
 _WRAPPER = """
 def make_marked(original, watching, seen, label):
@@ -116,6 +118,10 @@ class GeneratedCode:
                 torch._C._cuda_jiterator_compile_and_launch_kernel
             )
             guard("torch._C", torch._C, "_cuda_jiterator_compile_and_launch_kernel")
+        te = getattr(torch._C, "_te", None)
+        for name in ("call", "call_raw") if te is not None else ():
+            setattr(te.CodeGen, name, mark(NNC)(vars(te.CodeGen)[name]))
+            guard("torch._C._te.CodeGen", te.CodeGen, name)
         for runner in _aoti_runners():
             for name in [n for n in vars(runner) if n.startswith(("run", "boxed_run"))]:
                 setattr(runner, name, mark(AOT_INDUCTOR)(vars(runner)[name]))

@@ -19,6 +19,8 @@ import torch._dynamo.eval_frame as _eval_frame
 import torch.autograd.profiler
 from torch.utils._device import DeviceContext
 
+from grader.spec import op_names
+
 _WRAPPER = """
 def make_redispatch(original, watching, seen):
     def redispatch_boxed(self, *args, **kwargs):
@@ -26,6 +28,13 @@ def make_redispatch(original, watching, seen):
             seen.append(self.schema().name)
         return original(self, *args, **kwargs)
     return redispatch_boxed
+
+def make_kernel_call(original, watching, seen):
+    def call_boxed(self, *args, **kwargs):
+        if watching[0]:
+            seen.append(self.op_handle.schema().name)
+        return original(self, *args, **kwargs)
+    return call_boxed
 
 def make_switch(original, watching, refused, label):
     def switch(*args, **kwargs):
@@ -68,12 +77,20 @@ def make_operation_overload(original, watching, seen):
         return (op, recorded, *rest)
     return get_operation_overload
 
-def make_library(original, protected, torch_dir):
+def make_library(original, protected, torch_dir, namespaces):
     def dispatch_library(kind, ns, *args, **kwargs):
+        import sys
+        frame = sys._getframe(1)
+        caller = frame.f_code.co_filename
+        site = args[1] if len(args) > 1 else kwargs.get("file", "")
+        # a namespace PyTorch defines as one of its modules is imported: the frames up to that
+        # module's body are all PyTorch's (a custom op of the submission's reaches its own first)
+        while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
+            if frame.f_code.co_name == "<module>":
+                namespaces.add(ns)
+                break
+            frame = frame.f_back
         if ns in protected:
-            import sys
-            caller = sys._getframe(1).f_code.co_filename
-            site = args[1] if len(args) > 1 else kwargs.get("file", "")
             if not (caller.startswith(torch_dir) and str(site).startswith(torch_dir)):
                 raise RuntimeError(
                     f"a submission may not register kernels for PyTorch's own operators ({ns}::...): "
@@ -97,7 +114,8 @@ class Recording:
       noted here instead (PyTorch's own custom-op wrappers redispatch too: their names are noted,
       not refused).
     - `OpOverload._op_dk` (and the `op_dk` of `torch._C._get_operation_overload`) calls an op's
-      kernel for one dispatch key, past RecordFunction too: noted the same way.
+      kernel for one dispatch key, past RecordFunction too: noted the same way, as is a kernel
+      fetched for a dispatch key and called (`torch.library.get_kernel(...).call_boxed`).
     - a kernel registered for an aten op (`torch.library.Library("aten", "IMPL")`) would run inside
       the harness's own copies: registrations for PyTorch's namespaces are refused unless PyTorch
       itself makes them (its lazily imported modules do).
@@ -111,6 +129,9 @@ class Recording:
 
     watching = [False]
     seen: list[str] = []
+    #: PyTorch's operator namespaces but `aten`'s, as registered before the submission is imported
+    #: and by PyTorch's own modules afterwards: their ops are recorded (`grader.spec.op_names`)
+    namespaces: set[str] = set()
     refused: list[str] = []
     _installed = False
 
@@ -124,6 +145,9 @@ class Recording:
         exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
         handle = torch._C._DispatchOperatorHandle
         handle.redispatch_boxed = namespace["make_redispatch"](handle.redispatch_boxed, cls.watching, cls.seen)
+        kernel = getattr(torch._C, "_SafeKernelFunction", None)
+        if kernel is not None:
+            kernel.call_boxed = namespace["make_kernel_call"](kernel.call_boxed, cls.watching, cls.seen)
         make_switch, autograd = namespace["make_switch"], torch._C._autograd
         wrappers = {
             name: make_switch(getattr(autograd, name), cls.watching, cls.refused, f"{name}(False)")
@@ -142,7 +166,10 @@ class Recording:
         for op in [o for o in gc.get_objects() if type(o) is overload and "_op_dk" in vars(o)]:
             raw_by_op[id(op)] = vars(op).pop("_op_dk")
         overload._op_dk = namespace["make_op_dk"](cls.watching, cls.seen, raw_by_op)
-        torch._C._dispatch_library = namespace["make_library"](torch._C._dispatch_library, _PROTECTED, _TORCH_DIR)
+        cls.namespaces.update(op_names.pytorch_namespaces(torch._C._dispatch_get_all_op_names()))
+        torch._C._dispatch_library = namespace["make_library"](
+            torch._C._dispatch_library, _PROTECTED, _TORCH_DIR, cls.namespaces
+        )
         torch._C._get_operation_overload = namespace["make_operation_overload"](
             torch._C._get_operation_overload, cls.watching, cls.seen
         )
@@ -220,10 +247,12 @@ COMPILED_EVENTS = (
     "prim::TensorExprGroup",
     "prim::FusionGroup",
     "prim::oneDNNFusionGroup",
-    # noted by `grader.harness.generated_code`'s wrappers: Inductor past dynamo, AOTInductor, jiterator
+    # noted by `grader.harness.generated_code`'s wrappers: Inductor past dynamo, AOTInductor,
+    # jiterator, NNC's code generator called directly
     "Inductor's generated code",
     "AOTInductor's compiled model",
     "torch.cuda.jiterator's",
+    "TorchScript's NNC code generator",
 )
 
 

@@ -264,9 +264,9 @@ def kernel_check(
     if compiled:
         return (
             f"ran compiled PyTorch code in case {case.name} ({compiled[0]}): torch.compile'd code runs "
-            f"eagerly there unless torch.compiler's stance was changed; TorchScript's fused groups, code "
-            f"Inductor generated past torch.compile, AOTInductor's models and jiterator's kernels are not "
-            f"allowed; {problem.title} must be computed by your own Triton kernel"
+            f"eagerly there unless torch.compiler's stance was changed; TorchScript's fused groups and NNC "
+            f"code, code Inductor generated past torch.compile, AOTInductor's models and jiterator's kernels "
+            f"are not allowed; {problem.title} must be computed by your own Triton kernel"
         )
     if graph_launches:
         return (

@@ -23,6 +23,7 @@ from grader.judge.scan_rules import (
     ATTRIBUTES,
     CALLS,
     GENERATED_CODE,
+    INTERPRETER_DATA,
     MODULES,
     NAMESPACE_CALLS,
     NAMESPACE_TOOLS,
@@ -237,6 +238,8 @@ class _Scanner:
             self.add(node, "harness-access", "uses sys.modules (could reach the grader's loaded modules)")
         elif node.attr in ATTRIBUTES:
             self.add(node, *ATTRIBUTES[node.attr])
+        elif node.attr == "data" and isinstance(node.value, ast.Attribute) and node.value.attr == "handle":
+            self.add(node, *INTERPRETER_DATA)
         self._profiler_word(node, node.attr)
 
     def _target(self, target: ast.AST) -> None:

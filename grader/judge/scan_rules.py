@@ -74,7 +74,10 @@ ATTRIBUTES = {
     "__closure__": ("harness-access", "uses a function's __closure__"),
     "__code__": ("harness-access", "uses or replaces a function's __code__"),
     "__builtins__": ("monkeypatch", "uses __builtins__"),
+    "__triton_builtin__": ("triton-internals", "marks a function as a Triton builtin (only Triton's own may be)"),
 }
+#: `x.handle.data` in a kernel: the NumPy array behind a Triton tensor, which only the interpreter has
+INTERPRETER_DATA = ("triton-internals", "reads the interpreter's array behind a Triton tensor (none on a GPU)")
 MODULES = {
     "subprocess": ("process", "imports subprocess"),
     "multiprocessing": ("process", "imports multiprocessing"),
@@ -100,6 +103,7 @@ GENERATED_CODE = {
     "torch._inductor": ("generated-code", "uses Inductor directly (its code fails a graded call's kernel check)"),
     "torch._export": ("generated-code", "uses AOT export or compile (a compiled model fails the kernel check)"),
     "torch.cuda.jiterator": ("generated-code", "compiles a CUDA kernel from a string (jiterator)"),
+    "torch._C._te": ("generated-code", "builds and runs NNC tensor expressions (TorchScript's code generator)"),
     "torch.utils.cpp_extension": ("native-code", "compiles C++/CUDA source into an extension (unseen by the profiler)"),
 }
 #: a tensor's data into NumPy or back: methods of a tensor, functions of torch and of numpy. NumPy

@@ -114,3 +114,18 @@ def test_inductors_modules_are_wrapped_as_a_submission_imports_them(tmp_path: Pa
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wrapped as imported" in done.stdout
+
+
+def test_nncs_code_generator_called_directly_is_noted() -> None:
+    te = torch._C._te
+    size = te.ExprHandle.int(4)
+    x = te.BufHandle("X", [size], torch.float32)
+    y = te.Compute("Y", [size], lambda i: te.tanh(x.load([i])))
+    loops = te.LoopNest([y])
+    loops.prepare_for_codegen()
+    codegen = te.construct_codegen("ir_eval", te.simplify(loops.root_stmt()), [x, y])
+    a, out = torch.randn(4), torch.empty(4)
+    record: dict[str, Any] = {}
+    with calls.profiled(record, "cpu"):
+        codegen.call([a, out])
+    assert torch.allclose(out, a.tanh()) and record["compiled_regions"] == [generated_code.NNC]

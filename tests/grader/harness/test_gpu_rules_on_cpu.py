@@ -262,3 +262,33 @@ def test_tensor_descriptors_clamp_and_more_libdevice_run_as_on_the_gpu(tmp_path:
     lines = out.strip().split("\n")
     assert lines[0] == "descriptors True None", out
     assert lines[1] == "maths True None", out
+
+
+def test_a_builtin_of_the_submissions_own_is_refused_by_the_code_generator(tmp_path: Path) -> None:
+    """A function marked `__triton_builtin__` outside Triton (the compiler calls it with a semantic, the
+    interpreter without: it can differ between them) is refused where the code generator meets it;
+    Triton's own builtins, and the grader's interpreter mends of them, are not."""
+    out = _run(
+        tmp_path,
+        """
+        from grader.harness import kernel_rules
+
+        def own(x, _semantic=None):
+            return x
+
+        own.__triton_builtin__ = True
+        print(kernel_rules.foreign_builtin(own), kernel_rules.foreign_builtin(tl.exp),
+              kernel_rules.foreign_builtin(tl.math.ceil), kernel_rules.foreign_builtin(tl.core.builtin(own)))
+
+        @triton.jit
+        def uses_own(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, own(tl.load(x_ptr + offs)))
+
+        gpu_compile.start()
+        uses_own[(1,)](torch.zeros(16), BLOCK=16)
+        (result,) = gpu_compile.taken()
+        print("own is marked __triton_builtin__ but is not Triton's" in (result.error or ""))
+        """,
+    )
+    assert out.split() == ["True", "False", "False", "True", "True"], out

@@ -69,3 +69,35 @@ def test_modes_left_by_submission_code_are_taken_off() -> None:
         assert recording.settle_modes() == []
     finally:
         torch.set_default_device(None)
+
+
+def test_a_kernel_fetched_for_a_dispatch_key_and_called_is_noted() -> None:
+    """`torch.library.get_kernel(...).call_boxed` runs past RecordFunction, as a redispatch does."""
+    watch.arm()
+    record: dict[str, Any] = {}
+    with calls.profiled(record, "cpu"):
+        kernel = torch.library.get_kernel("aten::gelu", "CPU")
+        kernel.call_boxed(torch._C.DispatchKeySet("CPU"), torch.randn(4), approximate="tanh")
+    assert "aten::gelu" in record["aten_ops"]
+
+
+def test_ops_of_pytorchs_other_namespaces_are_recorded_a_submissions_own_are_not() -> None:
+    """XNNPACK's prepacked linear (`prepacked::`) is PyTorch computing; a custom op defined outside
+    PyTorch is the submission's own (its ops inside are recorded as they run)."""
+    watch.arm()
+    import torch.ao.quantization.fx._decomposed  # noqa: F401 - PyTorch registers a namespace as it imports
+
+    @torch.library.custom_op("graderrecordingtest::double", mutates_args=())
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    spaces = recording.Recording.namespaces
+    assert "quantized_decomposed" in spaces and "graderrecordingtest" not in spaces
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    record: dict[str, Any] = {}
+    with calls.profiled(record, "cpu"):
+        context = torch.ops.prepacked.linear_clamp_prepack(b.t().contiguous(), None)
+        torch.ops.prepacked.linear_clamp_run(a, context)
+        double(a)
+    assert {"prepacked::linear_clamp_prepack", "prepacked::linear_clamp_run"} <= set(record["aten_ops"])
+    assert not any(op.startswith("graderrecordingtest::") for op in record["aten_ops"])

@@ -290,3 +290,21 @@ def test_code_generated_past_the_profiler_is_reported(tmp_path: Path) -> None:
         ("gelu.py", 5, "native-code"),
         ("gelu.py", 6, "generated-code"),
     }
+
+
+def test_triton_internals_are_reported(tmp_path: Path) -> None:
+    """A builtin of the submission's own and the interpreter's arrays behind a tensor: code that acts
+    one way under the GPU compiler and another under the interpreter."""
+    found = scan(
+        tmp_path,
+        **{
+            "gelu.py": """\
+                def act(x, _semantic=None):
+                    x.handle.data[:] = 0
+                    return x
+                act.__triton_builtin__ = True
+                handle = x.data  # an ordinary .data is not
+            """
+        },
+    )
+    assert set(found) == {("gelu.py", 2, "triton-internals"), ("gelu.py", 4, "triton-internals")}
