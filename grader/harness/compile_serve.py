@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-import torch
 import triton.compiler
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -28,53 +27,20 @@ from triton.runtime.jit import JITFunction
 
 from grader import protocol
 from grader.harness import compile_spec, start_steps, student_runtime
+from grader.harness.interpreter_driver import TargetOnly
 from grader.loading import load_function
 from grader.protocol.compiles import TARGET_ENV
 
 
-class _Properties:
-    """`driver.active.utils`: what Triton's tutorials read at import (the SM count, shared memory)."""
-
-    def __init__(self, properties: dict[str, Any] | None) -> None:
-        self.properties = properties
-
-    def get_device_properties(self, device: int = 0) -> dict[str, Any]:
-        if self.properties is None:
-            raise RuntimeError("no GPU here: the device's properties are unknown")
-        return dict(self.properties)
-
-
-class TargetOnly:
-    """Triton's active driver in a process without a GPU: it names the target, launches nothing."""
-
-    def __init__(self, target: GPUTarget, properties: dict[str, Any] | None = None) -> None:
-        self.target = target
-        self.utils = _Properties(properties)
-
-    @classmethod
-    def from_env(cls) -> TargetOnly:
-        """The graded GPU's target and properties (`TARGET_ENV`); an H200's target without them."""
-        try:
-            seen = json.loads(os.environ[TARGET_ENV])
-            target = GPUTarget(str(seen["backend"]), int(seen["arch"]), int(seen["warp_size"]))
-            return cls(target, dict(seen["properties"]) if seen.get("properties") else None)
-        except (KeyError, ValueError, TypeError):
-            return cls(GPUTarget("cuda", 90, 32))
-
-    def get_current_target(self) -> GPUTarget:
-        return self.target
-
-    def get_current_device(self) -> int:
-        return 0
-
-    def get_current_stream(self, device: int | None = None) -> int:
-        return 0
-
-    def get_active_torch_device(self) -> torch.device:
-        return torch.device("cpu")
-
-    def get_device_interface(self) -> Any:
-        return torch.cuda
+def target_from_env() -> TargetOnly:
+    """The graded GPU's target and properties (`TARGET_ENV`, read by the orchestrator's driver); an
+    H200's target without them."""
+    try:
+        seen = json.loads(os.environ[TARGET_ENV])
+        target = GPUTarget(str(seen["backend"]), int(seen["arch"]), int(seen["warp_size"]))
+        return TargetOnly(target, dict(seen["properties"]) if seen.get("properties") else None)
+    except (KeyError, ValueError, TypeError):
+        return TargetOnly(GPUTarget("cuda", 90, 32))
 
 
 def find_kernel(module: str, qualname: str, line: int) -> JITFunction | None:  # type: ignore[type-arg]
@@ -128,7 +94,7 @@ def serve(args: argparse.Namespace) -> int:
     req_fd, rep_fd = args.req_fd, args.rep_fd
     if not start_steps.go_ahead(req_fd, rep_fd):
         return 0
-    driver.set_active(TargetOnly.from_env())  # for the submission's import; each ask names its own target
+    driver.set_active(target_from_env())  # for the submission's import; each ask names its own target
     student_runtime.prepare()
     try:
         load_function(Path(args.submission), args.module, args.function)

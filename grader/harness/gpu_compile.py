@@ -103,7 +103,7 @@ def _record_reference_twinned(self: Any, val: Any, *args: Any, **kwargs: Any) ->
     return _record_reference(self, twin(val) if isinstance(val, InterpretedFunction) else val, *args, **kwargs)
 
 
-def _specialization(kernel: InterpretedFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def specialization(kernel: InterpretedFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """(source, options, key): what Triton's JIT would compile for this launch on the target GPU."""
     backend = make_backend(TARGET)
     fn = twin(kernel)
@@ -147,7 +147,7 @@ def compiled(kernel: InterpretedFunction, args: tuple[Any, ...], kwargs: dict[st
     """The compile of this launch for the graded GPU (cached per kernel and specialization)."""
     name = getattr(kernel.fn, "__qualname__", "kernel")
     try:
-        source, options, key, backend = _specialization(kernel, args, kwargs)
+        source, options, key, backend = specialization(kernel, args, kwargs)
     except Exception as exc:  # noqa: BLE001 - arguments the JIT cannot specialize: the GPU refuses them too
         return protocol.GpuCompile(kernel=name, error=_message(exc))
     if key not in _CACHE:

@@ -14,7 +14,7 @@ grader/handout/support.py when the handout's tests start.
 
 from __future__ import annotations
 
-from grader.harness import gpu_compile, interpreter_compat, kernel_rules
+from grader.harness import gpu_compile, interpreter_compat, interpreter_driver, kernel_rules
 
 #: versions of one compiled function (shapes, dtypes, flags) before dynamo gives up on it; the GPU
 #: suite's cases and timed shapes of one problem need about 20 at most
@@ -27,6 +27,7 @@ def prepare() -> None:
     kernel_rules.install()  # only Triton's own functions are builtins, on every device
     if interpreter_compat.install():  # @triton.autotune without a GPU driver (no-op on a GPU)
         gpu_compile.install()  # every interpreted launch also compiled for the graded GPU
+        interpreter_driver.install()  # Triton's tutorials' driver calls and warmups, without a GPU
     try:
         import torch._dynamo.config as dynamo
     except ImportError:  # pragma: no cover - a torch without dynamo cannot compile anyway

@@ -10,6 +10,17 @@ from __future__ import annotations
 #: shared memory one program may use on the graded GPU: an H200 (sm_90) gives a block at most 227 KiB
 GPU_SHARED_BYTES = 232448
 
+#: what Triton's driver reports for the graded GPU (`driver.active.utils.get_device_properties`),
+#: the keys Triton's tutorials read at import; Triton's interpreter on a CPU answers with these
+#: (`grader.harness.interpreter_driver`). 132 SMs: docs/performance.md's H200; 64 Ki registers and
+#: 227 KiB of shared memory per block, 32 threads per warp: compute capability 9.0's limits
+GPU_PROPERTIES = {
+    "multiprocessor_count": 132,
+    "max_num_regs": 65536,
+    "max_shared_mem": GPU_SHARED_BYTES,
+    "warpSize": 32,
+}
+
 #: (text in the compiler's or interpreter's message, what usually causes it and the fix)
 COMPILE_HINTS = (
     (

@@ -104,12 +104,13 @@ def hint(message: str, env: Environment | None = None) -> str | None:
             f"with block pointers). The grader runs Triton {env.triton}. Test with the grading versions "
             f"({install_command(env)}), or use masks / tensor descriptors ({WRITEUP})."
         )
-    if "active drivers" in message or "object has no attribute '_init_handles'" in message:
+    if "active drivers" in message or "'TargetOnly' object has no attribute" in message:
         return (
-            "This code asks the GPU driver for something (triton.runtime.driver.active, or the compiled kernel of "
-            "f.warmup(...)), which Triton's interpreter on a CPU does not have: it runs on a GPU only. Keep it "
-            "behind `if torch.cuda.is_available():` with a plain f[grid](...) launch otherwise (assignment/README.md, "
-            '"On a CPU: Triton\'s interpreter").'
+            "This code asks the GPU driver for something Triton's interpreter on a CPU does not have (there the "
+            "driver answers the device, the graded GPU's target and properties, and f.warmup(...)'s registers and "
+            "shared memory, as Triton's tutorials use them; it launches and times nothing): it runs on a GPU only. "
+            "Keep it behind `if torch.cuda.is_available():` with a plain f[grid](...) launch otherwise "
+            '(assignment/README.md, "On a CPU: Triton\'s interpreter").'
         )
     missing = re.search(r"module 'triton\.language' has no attribute '(\w+)'", message)
     if missing:
