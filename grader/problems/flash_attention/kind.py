@@ -55,7 +55,7 @@ class FlashAttention(ProblemKind):
         q, k, v = (inputs[n].detach().requires_grad_(True) for n in ("q", "k", "v"))
         with torch.enable_grad():
             with watch():
-                out = fn(q, k, v, is_causal=inputs["is_causal"])
+                out = fn(q, k, v, inputs["is_causal"])  # positional: `flash_attention = MyFunction.apply` works too
                 # the saved tensors are read inside the watch: code that runs when they are read (a
                 # saved-tensor unpack hook, say) is watched as the forward is (O's values are those
                 # `fn` returned, copied as it returned: grader.harness.calls)
@@ -83,7 +83,7 @@ class FlashAttention(ProblemKind):
 
         def step() -> Any:
             with torch.enable_grad():
-                out = fn(q, k, v, is_causal=causal)
+                out = fn(q, k, v, causal)
                 return (out, *torch.autograd.grad(out, (q, k, v), grad_out))
 
         return step
