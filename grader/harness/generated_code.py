@@ -80,7 +80,7 @@ class _WrapOnImport(importlib.abc.MetaPathFinder):
         if fullname not in (_COMPILE_TASKS, _HEURISTICS, _CODECACHE):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+        if spec is None or not hasattr(spec.loader, "exec_module"):
             return spec
         loaded = spec.loader.exec_module
         wrap = self.wrap
