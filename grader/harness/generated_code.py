@@ -97,6 +97,9 @@ class GeneratedCode:
     """Installs the marks; `watching` and `seen` are `grader.harness.recording.Recording`'s."""
 
     finder: _WrapOnImport | None = None
+    #: the Inductor modules wrapped (`wrap`, kept to wrap one loaded past the finder)
+    wrapped: set[str] = set()
+    wrap: Callable[[Any], None]
     _installed = False
 
     @classmethod
@@ -119,9 +122,11 @@ class GeneratedCode:
             )
             guard("torch._C", torch._C, "_cuda_jiterator_compile_and_launch_kernel")
         te = getattr(torch._C, "_te", None)
-        for name in ("call", "call_raw") if te is not None else ():
-            setattr(te.CodeGen, name, mark(NNC)(vars(te.CodeGen)[name]))
-            guard("torch._C._te.CodeGen", te.CodeGen, name)
+        nnc = [(te.CodeGen, ("call", "call_raw")), (te.TensorExprKernel, ("run", "fallback"))] if te is not None else []
+        for owner, names in nnc:
+            for name in names:
+                setattr(owner, name, mark(NNC)(vars(owner)[name]))
+                guard(f"torch._C._te.{owner.__name__}", owner, name)
         for runner in _aoti_runners():
             for name in [n for n in vars(runner) if n.startswith(("run", "boxed_run"))]:
                 setattr(runner, name, mark(AOT_INDUCTOR)(vars(runner)[name]))
@@ -129,6 +134,7 @@ class GeneratedCode:
         reload, library = namespace["make_reload"], namespace["make_library_marks"]
 
         def wrap(module: Any) -> None:
+            cls.wrapped.add(module.__name__)
             if module.__name__ == _COMPILE_TASKS:
                 module._reload_python_module = reload(module._reload_python_module, mark(INDUCTOR_GRAPH))
                 guard(module.__name__, module, "_reload_python_module")
@@ -152,15 +158,25 @@ class GeneratedCode:
             if name in sys.modules:
                 wrap(sys.modules[name])
         cls.finder = _WrapOnImport(wrap)
+        cls.wrap = wrap
         sys.meta_path.insert(0, cls.finder)
 
     @classmethod
-    def finder_removed(cls) -> bool:
-        """Puts the finder back first on `sys.meta_path` if submission code took it off; says so."""
-        if cls.finder is None or cls.finder in sys.meta_path:
-            return False
-        sys.meta_path.insert(0, cls.finder)
-        return True
+    def bypassed(cls) -> list[str]:
+        """What let Inductor load unwrapped since the last look: the finder taken off `sys.meta_path`
+        (put back first), a module of Inductor's imported past it (wrapped now; the graphs it
+        loaded meanwhile are not)."""
+        if cls.finder is None:
+            return []
+        found = []
+        if cls.finder not in sys.meta_path:
+            sys.meta_path.insert(0, cls.finder)
+            found.append("sys.meta_path (the grader's finder of Inductor's modules)")
+        for name in (_COMPILE_TASKS, _CODECACHE, _HEURISTICS):
+            if name in sys.modules and name not in cls.wrapped:
+                cls.wrap(sys.modules[name])
+                found.append(f"sys.meta_path ({name} imported past the grader's finder)")
+        return found
 
 
 def _aoti_runners() -> list[type]:

@@ -81,17 +81,19 @@ def make_library(original, protected, torch_dir, namespaces):
     def dispatch_library(kind, ns, *args, **kwargs):
         import sys
         frame = sys._getframe(1)
-        caller = frame.f_code.co_filename
-        site = args[1] if len(args) > 1 else kwargs.get("file", "")
-        # a namespace PyTorch defines as one of its modules is imported: the frames up to that
-        # module's body are all PyTorch's (a custom op of the submission's reaches its own first)
+        # PyTorch registers as one of its modules is imported: the frames up to that module's body
+        # are all PyTorch's; a registration the submission asks for (a custom op, or
+        # `torch.library.impl("aten::...")`, whose Library is made inside torch) reaches its own first
+        by_pytorch = False
         while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
             if frame.f_code.co_name == "<module>":
-                namespaces.add(ns)
+                by_pytorch = True
                 break
             frame = frame.f_back
+        if by_pytorch:
+            namespaces.add(ns)
         if ns in protected:
-            if not (caller.startswith(torch_dir) and str(site).startswith(torch_dir)):
+            if not by_pytorch:
                 raise RuntimeError(
                     f"a submission may not register kernels for PyTorch's own operators ({ns}::...): "
                     "define your own operator namespace (torch.library.custom_op('mylib::name', ...))"
@@ -116,9 +118,10 @@ class Recording:
     - `OpOverload._op_dk` (and the `op_dk` of `torch._C._get_operation_overload`) calls an op's
       kernel for one dispatch key, past RecordFunction too: noted the same way, as is a kernel
       fetched for a dispatch key and called (`torch.library.get_kernel(...).call_boxed`).
-    - a kernel registered for an aten op (`torch.library.Library("aten", "IMPL")`) would run inside
+    - a kernel registered for an aten op (`torch.library.Library("aten", "IMPL")`, or the public
+      `torch.library.impl("aten::clone", ...)`, whose Library is made inside torch) would run inside
       the harness's own copies: registrations for PyTorch's namespaces are refused unless PyTorch
-      itself makes them (its lazily imported modules do).
+      makes them as one of its modules is imported (every frame up to that module's body is torch's).
     - `_enable_record_function(False)` and `_toggle_collection_dynamic(False, ...)` switch recording
       off from Python, `_clear_callbacks()` removes the profiler's: while a call is watched they
       are refused and reported as tampering (and `grader.harness.calls.profiled` checks that its own

@@ -116,6 +116,30 @@ def test_inductors_modules_are_wrapped_as_a_submission_imports_them(tmp_path: Pa
     assert "wrapped as imported" in done.stdout
 
 
+def test_inductor_imported_past_the_finder_is_tampering() -> None:
+    """Taking the finder off `sys.meta_path` while importing Inductor, then putting it back: the guard
+    finds Inductor's modules unwrapped after the submission's code, names it and wraps them."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from grader.harness import generated_code, watch
+        watch.arm()
+        finder = generated_code.GeneratedCode.finder
+        sys.meta_path.remove(finder)
+        import torch._inductor.codecache as codecache
+        sys.meta_path.insert(0, finder)
+        assert codecache._reload_python_module.__name__ == "_reload_python_module"  # unwrapped
+        changed = watch.GUARD.restore()
+        assert any("torch._inductor.codecache imported past the grader's finder" in c for c in changed), changed
+        assert codecache._reload_python_module.__name__ == "reload_python_module"  # wrapped now
+        print("caught")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "caught" in done.stdout
+
+
 def test_nncs_code_generator_called_directly_is_noted() -> None:
     te = torch._C._te
     size = te.ExprHandle.int(4)
@@ -129,3 +153,14 @@ def test_nncs_code_generator_called_directly_is_noted() -> None:
     with calls.profiled(record, "cpu"):
         codegen.call([a, out])
     assert torch.allclose(out, a.tanh()) and record["compiled_regions"] == [generated_code.NNC]
+    graph = torch._C.parse_ir(
+        "graph(%x : Float(4, strides=[1], requires_grad=0, device=cpu)):\n"
+        "  %y : Float(4, strides=[1], requires_grad=0, device=cpu) = aten::tanh(%x)\n"
+        "  return (%y)"
+    )
+    torch._C._jit_set_te_must_use_llvm_cpu(False)
+    kernel = te.TensorExprKernel(graph)
+    record = {}
+    with calls.profiled(record, "cpu"):
+        got = kernel.run((a,))
+    assert torch.allclose(got, a.tanh()) and record["compiled_regions"] == [generated_code.NNC]

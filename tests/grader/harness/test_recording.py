@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 from grader.harness import calls, recording, watch
@@ -101,3 +102,11 @@ def test_ops_of_pytorchs_other_namespaces_are_recorded_a_submissions_own_are_not
         double(a)
     assert {"prepacked::linear_clamp_prepack", "prepacked::linear_clamp_run"} <= set(record["aten_ops"])
     assert not any(op.startswith("graderrecordingtest::") for op in record["aten_ops"])
+
+
+def test_a_kernel_for_an_aten_op_through_the_public_api_is_refused() -> None:
+    """`torch.library.impl("aten::...")` makes its Library inside torch: the frames up to it reach this
+    file (not a PyTorch module's body) first, so it is the caller's registration, refused."""
+    watch.arm()
+    with pytest.raises(RuntimeError, match="may not register kernels for PyTorch's own operators"):
+        torch.library.impl("aten::clone", "AutogradCPU", lambda x, memory_format=None: x)

@@ -2,10 +2,17 @@
 (`torch._inductor.compile` on a `make_fx` graph, at import), never entering dynamo: the grader's
 eager stance does not reach it, and its generated code records no aten op. With FRESH = True it
 loads Inductor's generated wrapper module afresh from its file (so the `call` Inductor handed out
-is not the one called) and runs that. Its honest twin (CHEAT = False) compiles the same graph and
-returns the Triton kernel's output."""
+is not the one called) and runs that. With POP = True it takes the grader's finder off
+`sys.meta_path` while it imports Inductor, and puts it back. Its honest twin (CHEAT = False)
+compiles the same graph and returns the Triton kernel's output."""
 
 import importlib.util
+import sys
+
+POP = False
+_finders = [f for f in sys.meta_path if type(f).__name__ == "_WrapOnImport"] if POP else []
+for _finder in _finders:
+    sys.meta_path.remove(_finder)
 
 import torch
 from correct_gelu import triton_gelu as _correct
@@ -13,6 +20,8 @@ from torch._inductor import compile as inductor_compile
 from torch._inductor.codecache import PyCodeCache
 from torch.fx.experimental.proxy_tensor import make_fx
 
+for _finder in _finders:
+    sys.meta_path.insert(0, _finder)
 CHEAT = True
 FRESH = False
 CHUNK = 4096
