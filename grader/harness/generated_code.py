@@ -135,6 +135,12 @@ class GeneratedCode:
 
         def wrap(module: Any) -> None:
             cls.wrapped.add(module.__name__)
+            try:
+                wrap_names(module)
+            except (AttributeError, KeyError):  # pragma: no cover - another PyTorch layout: never break its import
+                pass
+
+        def wrap_names(module: Any) -> None:
             if module.__name__ == _COMPILE_TASKS:
                 module._reload_python_module = reload(module._reload_python_module, mark(INDUCTOR_GRAPH))
                 guard(module.__name__, module, "_reload_python_module")
