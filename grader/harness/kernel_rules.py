@@ -14,7 +14,6 @@ imported, in the worker, the compile server and `pytest handout`.
 
 from __future__ import annotations
 
-import inspect
 import os
 from typing import Any
 
@@ -35,12 +34,16 @@ def foreign_builtin(fn: Any) -> bool:
     module = getattr(fn, "__module__", None) or ""
     if not any(module == home or module.startswith(home + ".") for home in _MODULES):
         return True
-    try:
-        inner = inspect.unwrap(fn)
-    except ValueError:  # a cycle of __wrapped__: not Triton's
-        return True
-    code = getattr(inner, "__code__", None)
-    return code is not None and not code.co_filename.startswith(_HOMES)
+    # the function and every function it says it wraps (`functools.wraps` copies a Triton
+    # builtin's name, module and marker onto any function, not its code)
+    seen: set[int] = set()
+    while fn is not None and id(fn) not in seen:
+        seen.add(id(fn))
+        code = getattr(fn, "__code__", None)
+        if code is not None and not code.co_filename.startswith(_HOMES):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
 
 
 class ForeignBuiltin(TypeError):
