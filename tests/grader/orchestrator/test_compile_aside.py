@@ -25,6 +25,17 @@ PROBLEM = load_assignment(hidden=False).problem("gelu").model_copy(update={"modu
 ASK = protocol.CompileAsk(
     module="kernels", qualname="k", line=1, fn_key="", key="", backend="cuda", arch=90, warp_size=32, spec="{}"
 )
+#: a submission whose import needs the GPU, which a compile server hides
+NEEDS_GPU = "import torch\ntorch.cuda.init()\n\ndef solve(x):\n    return x\n"
+
+
+def _server(tmp_path: Path, source: str) -> compile_aside.CompileServer:
+    """A compile server (not started) for a one-file submission `kernels.py`."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "kernels.py").write_text(source)
+    return compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
+
 
 KERNELS = """
 import torch
@@ -135,21 +146,17 @@ def test_a_submission_that_needs_the_gpu_at_import_compiles_in_its_worker(
 ) -> None:
     monkeypatch.setenv(gpu_lease.ENV, str(tmp_path / "locks"))
     lease = gpu_lease.GpuLease("gpu-test")
-    folder = tmp_path / "sub"
-    folder.mkdir()
-    (folder / "kernels.py").write_text("import torch\ntorch.cuda.init()\n\ndef solve(x):\n    return x\n")
-    aside = compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
-    ask = ASK
+    aside = _server(tmp_path, NEEDS_GPU)
     try:
-        answer, blob = aside.compile(ask, time.monotonic() + 120)
+        answer, blob = aside.compile(ASK, time.monotonic() + 120)
         assert not answer.compiled and "imported without a GPU" in answer.reason and blob == b""
-        again, _ = aside.compile(ask, time.monotonic() + 120)  # refused at once: the server is not started again
+        again, _ = aside.compile(ASK, time.monotonic() + 120)  # refused at once: the server is not started again
         assert not again.compiled and aside.process is None
         with lease.shared() as hold:  # and the grading keeps the GPU: no stop, no wait behind a timer
             run = Run(aside, hold)
             answer = compile_aside.asked_by(run)
             assert answer is not None
-            refused, _, waited = answer(ask)
+            refused, _, waited = answer(ASK)
             assert not refused.compiled and waited == 0.0 and run.events == []
     finally:
         aside.close()
@@ -160,8 +167,7 @@ def test_no_compile_is_made_aside_without_a_shared_hold() -> None:
     run = Run(aside, None)  # type: ignore[arg-type]
     in_the_window = compile_aside.asked_by(run)  # a timed window: refused, the worker compiles in it as before
     assert in_the_window is not None
-    ask = ASK
-    answer, blob, waited = in_the_window(ask)
+    answer, blob, waited = in_the_window(ASK)
     assert not answer.compiled and "held alone" in answer.reason and (blob, waited) == (b"", 0.0)
     assert aside is not None and aside.process is None and run.events == []
     assert compile_aside.server(False, SandboxConfig(device="cuda"), Path("."), PROBLEM) is None
@@ -206,16 +212,12 @@ def test_an_ask_is_read_only_from_a_worker_told_it_may_ask(tmp_path: Path, told:
 
 @needs_root
 def test_a_server_started_beside_a_cold_worker_is_ready_by_the_first_ask(tmp_path: Path) -> None:
-    folder = tmp_path / "sub"
-    folder.mkdir()
-    (folder / "kernels.py").write_text("def solve(x):\n    return x\n")
-    aside = compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
-    ask = ASK
+    aside = _server(tmp_path, "def solve(x):\n    return x\n")
     try:
         aside.start_soon()
         assert aside._starting is not None
         aside._starting.join(120)  # the worker's imports and the first case would run meanwhile
-        answer, _ = aside.compile(ask, time.monotonic() + 60)
+        answer, _ = aside.compile(ASK, time.monotonic() + 60)
         assert not answer.compiled and "no kernel kernels.k" in answer.reason  # the server answered
         assert aside.process is not None and aside.start_s < 1.0  # the ask did not wait for its start
     finally:
@@ -225,14 +227,10 @@ def test_a_server_started_beside_a_cold_worker_is_ready_by_the_first_ask(tmp_pat
 
 @needs_root
 def test_a_server_that_fails_to_start_beside_the_worker_says_why_at_the_first_ask(tmp_path: Path) -> None:
-    folder = tmp_path / "sub"
-    folder.mkdir()
-    (folder / "kernels.py").write_text("import torch\ntorch.cuda.init()\n\ndef solve(x):\n    return x\n")
-    aside = compile_aside.CompileServer(SandboxConfig(device="cuda", gpu_memory_fraction=None), folder, PROBLEM)
-    ask = ASK
+    aside = _server(tmp_path, NEEDS_GPU)
     try:
         aside.start_soon()  # its failure happens on the start's own thread
-        answer, _ = aside.compile(ask, time.monotonic() + 120)
+        answer, _ = aside.compile(ASK, time.monotonic() + 120)
         assert not answer.compiled and "imported without a GPU" in answer.reason and aside.process is None
     finally:
         aside.close()
