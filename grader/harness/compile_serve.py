@@ -27,20 +27,21 @@ from triton.runtime.jit import JITFunction
 
 from grader import protocol
 from grader.harness import compile_spec, start_steps, student_runtime
+from grader.harness.gpu_compile import TARGET
 from grader.harness.interpreter_driver import TargetOnly
 from grader.loading import load_function
 from grader.protocol.compiles import TARGET_ENV
 
 
 def target_from_env() -> TargetOnly:
-    """The graded GPU's target and properties (`TARGET_ENV`, read by the orchestrator's driver); an
-    H200's target without them."""
+    """The graded GPU's target and properties (`TARGET_ENV`, read by the orchestrator's driver); the
+    H200's target (`gpu_compile.TARGET`) without them."""
     try:
         seen = json.loads(os.environ[TARGET_ENV])
         target = GPUTarget(str(seen["backend"]), int(seen["arch"]), int(seen["warp_size"]))
         return TargetOnly(target, dict(seen["properties"]) if seen.get("properties") else None)
     except (KeyError, ValueError, TypeError):
-        return TargetOnly(GPUTarget("cuda", 90, 32))
+        return TargetOnly(TARGET)
 
 
 def find_kernel(module: str, qualname: str, line: int) -> JITFunction | None:  # type: ignore[type-arg]

@@ -116,21 +116,20 @@ class GeneratedCode:
         def mark(label: str) -> Callable[[Any], Any]:
             return lambda original: make_marked(original, watching, seen, label)
 
+        # (label, owner, names): entry points loaded with torch itself, wrapped now
+        loaded: list[tuple[str, Any, tuple[str, ...]]] = []
         if hasattr(torch._C, "_cuda_jiterator_compile_and_launch_kernel"):
-            torch._C._cuda_jiterator_compile_and_launch_kernel = mark(JITERATOR)(
-                torch._C._cuda_jiterator_compile_and_launch_kernel
-            )
-            guard("torch._C", torch._C, "_cuda_jiterator_compile_and_launch_kernel")
+            loaded.append((JITERATOR, torch._C, ("_cuda_jiterator_compile_and_launch_kernel",)))
         te = getattr(torch._C, "_te", None)
-        nnc = [(te.CodeGen, ("call", "call_raw")), (te.TensorExprKernel, ("run", "fallback"))] if te is not None else []
-        for owner, names in nnc:
-            for name in names:
-                setattr(owner, name, mark(NNC)(vars(owner)[name]))
-                guard(f"torch._C._te.{owner.__name__}", owner, name)
+        if te is not None:
+            loaded += [(NNC, te.CodeGen, ("call", "call_raw")), (NNC, te.TensorExprKernel, ("run", "fallback"))]
         for runner in _aoti_runners():
-            for name in [n for n in vars(runner) if n.startswith(("run", "boxed_run"))]:
-                setattr(runner, name, mark(AOT_INDUCTOR)(vars(runner)[name]))
-                guard(f"torch._C._aoti.{runner.__name__}", runner, name)
+            loaded.append((AOT_INDUCTOR, runner, tuple(n for n in vars(runner) if n.startswith(("run", "boxed_run")))))
+        for label, owner, names in loaded:
+            for name in names:
+                setattr(owner, name, mark(label)(vars(owner)[name]))
+                where = owner.__name__ if isinstance(owner, type(torch)) else f"{owner.__module__}.{owner.__qualname__}"
+                guard(where, owner, name)
         reload, library = namespace["make_reload"], namespace["make_library_marks"]
 
         def wrap(module: Any) -> None:
