@@ -42,7 +42,9 @@ def full_marks(result: dict[str, Any]) -> list[str]:
             continue
         for shape in perf.get("shapes", []):
             if shape.get("ratio") is None or shape.get("flags"):
-                wrong.append(f"{problem['name']} {shape['name']}: ratio {shape.get('ratio')} flags {shape.get('flags')}")
+                wrong.append(
+                    f"{problem['name']} {shape['name']}: ratio {shape.get('ratio')} flags {shape.get('flags')}"
+                )
     return wrong
 
 
@@ -71,16 +73,20 @@ def main(argv: list[str]) -> int:
     if mode == "full":
         wrong = full_marks(first)
         shapes = sum(len((p.get("performance") or {}).get("shapes", [])) for p in first["problems"])
-        print(f"ROW {name}: {'ok' if not wrong else 'NOT OK'} {facts}; {shapes} shapes timed" +
-              "".join(f"\n    {w}" for w in wrong))
+        print(
+            f"ROW {name}: {'ok' if not wrong else 'NOT OK'} {facts}; {shapes} shapes timed"
+            + "".join(f"\n    {w}" for w in wrong)
+        )
         return 0 if not wrong else 1
     if mode == "same":
         a, b = (verdicts(r) for r in results[:2])  # type: ignore[arg-type]
         differ = [f"{k}: {a.get(k)} against {b.get(k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
         second = results[1]
         assert second is not None
-        print(f"ROW {name}: {'ok' if not differ else 'NOT OK'} {facts}; against {second['score']:.2f}, "
-              f"{second['duration_s']:.1f} s" + "".join(f"\n    {d}" for d in differ))
+        print(
+            f"ROW {name}: {'ok' if not differ else 'NOT OK'} {facts}; against {second['score']:.2f}, "
+            f"{second['duration_s']:.1f} s" + "".join(f"\n    {d}" for d in differ)
+        )
         return 0 if not differ else 1
     raise SystemExit(f"block_rows: unknown mode {mode!r} (seen, full or same)")
 

@@ -6,8 +6,11 @@
 # prints one `ROW name: ok|NOT OK ...` line the moment it lands, so a call cut short still says
 # what it saw (`grep ^ROW` of the log is the block's table).
 #
-#   device run, carry [".whl", ".out"]:  BLOCK=1 benchmarks/gpu_block.sh   (then 2, 3, ...)
+#   device run, carry [".whl", ".out"]:  BLOCK=1 benchmarks/gpu_block.sh   (then 2, 3, ...; BLOCK=3,5
+#   runs two in one call, sharing its CALL_S)
 #   after call 1, copy its $OUT/refcache.tar.gz to .out/ here so the later calls carry it.
+# The steps write under $WORK; the device tool brings back at most 8 files from $OUT, so the call
+# ends by packing $WORK into $OUT/block<N>.tar.gz (the archive built, if any, beside it).
 #
 # Calls (the issue's rows):
 #   1  the reference archive built; the correct example with its kernels cold, then warm (wall and
@@ -22,11 +25,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BLOCK=${BLOCK:-${1:-1}}
-OUT=${OUT:-/tmp/gpu-block}
+RESULTS=${OUT:-}
+OUT=${WORK:-/tmp/gpu-block}
 # the call's own limit: every step is given what is left of it, so the call returns before the
 # device tool's and brings back what it wrote
 CALL_S=${CALL_S:-530}
 mkdir -p "$OUT" .out
+pack() {
+  [ -n "$RESULTS" ] || return 0
+  mkdir -p "$RESULTS"
+  tar czf "$RESULTS/block${BLOCK//,/-}.tar.gz" -C "$OUT" --exclude=refcache.tar.gz . 2>/dev/null
+  [ -f "$OUT/refcache.tar.gz" ] && cp "$OUT/refcache.tar.gz" "$RESULTS/"
+  return 0
+}
+trap pack EXIT
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD OUT
 left() { echo $((CALL_S - SECONDS > 10 ? CALL_S - SECONDS : 10)); }
 step() { echo; echo "== [$(date +%T), ${SECONDS} s into call $BLOCK] $*"; }
@@ -77,7 +89,8 @@ corpora() {
   fi
 }
 
-case "$BLOCK" in
+one_block() {
+case "$1" in
 1)
   archive
   grade examples/submissions/correct correct-cold
@@ -133,8 +146,11 @@ PY
   timeout "$(left)" python3 benchmarks/class_throughput.py --out "$OUT/class" --timeout 240 ${CLASS_ARGS:-} 2>&1 | tail -n 40
   ;;
 *)
-  echo "gpu_block: BLOCK is 1-6, not '$BLOCK'" >&2
+  echo "gpu_block: BLOCK is 1-6 or a comma list of them, not '$1'" >&2
   exit 2
   ;;
 esac
+}
+IFS=, read -ra BLOCKS <<<"$BLOCK"
+for b in "${BLOCKS[@]}"; do one_block "$b"; done
 step "done"
