@@ -22,6 +22,7 @@
 #   5  `grader serve` on the GPU: test and benchmark mode, ten benchmark submissions queued at once,
 #      each ratio against the one graded alone
 #   6  the class at --jobs auto against one at a time (benchmarks/class_throughput.py)
+#   r  a fix rerun: ONLY=entry,entry (corpus entries) as one class, then the reference graded
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BLOCK=${BLOCK:-${1:-1}}
@@ -80,7 +81,7 @@ grade() {
 corpora() {
   # corpora NAME: both corpora as one class; every row prints as it lands
   step "both corpora as one class, --jobs auto ($1)"
-  timeout "$(left)" python3 benchmarks/corpora_table.py --out "$OUT/$1" --jobs auto 2>&1
+  timeout "$(left)" python3 benchmarks/corpora_table.py --out "$OUT/$1" --jobs auto ${ONLY:+--only "$ONLY"} 2>&1
   local rc=$?
   if [ -f "$OUT/$1/corpora.md" ]; then
     echo "ROW $1: $([ $rc = 0 ] && echo ok || echo 'NOT OK') $(grep -E 'gradings, .* at once' "$OUT/$1/corpora.md"); $(grep -E '^(did not run|every entry ran)' "$OUT/$1/corpora.md")"
@@ -129,7 +130,7 @@ case "$1" in
   python3 - "$OUT/service/svc.sqlite" <<'PY'
 import json, sqlite3, sys
 rows = sqlite3.connect(sys.argv[1]).execute("select id, mode, state, result from jobs order by id").fetchall()
-bench = [(i, json.loads(r)) for i, mode, state, r in rows if mode == "benchmark" and state == "done" and r]
+bench = [(i, json.loads(r)) for i, mode, state, r in rows if mode == "benchmark" and state in ("done", "graded") and r]
 ratio = lambda r: {p["name"]: (p.get("performance") or {}).get("ratio_geomean") for p in r["problems"]}
 if len(bench) < 2:
     print(f"ROW serve: NOT OK {len(bench)} benchmark result(s) of {len(rows)} jobs")
@@ -145,8 +146,15 @@ PY
   step "the class at --jobs auto against one at a time (benchmarks/class_throughput.py)"
   timeout "$(left)" python3 benchmarks/class_throughput.py --out "$OUT/class" --timeout 240 ${CLASS_ARGS:-} 2>&1 | tail -n 40
   ;;
+r)
+  # a fix rerun: the corpus entries named in ONLY, then the reference graded as a submission
+  archive
+  corpora rerun
+  grade reference reference
+  row full reference "$OUT/reference/result.json"
+  ;;
 *)
-  echo "gpu_block: BLOCK is 1-6 or a comma list of them, not '$1'" >&2
+  echo "gpu_block: BLOCK is 1-6, r or a comma list of them, not '$1'" >&2
   exit 2
   ;;
 esac

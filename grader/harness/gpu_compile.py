@@ -4,9 +4,11 @@ Triton's interpreter executes Python: a kernel the GPU compiler refuses (a plain
 inside `@triton.jit`: "Cannot access global variable"; a block past Triton's limit of 2**20
 elements) runs and passes on a CPU, and earns nothing on the graded GPU. So under the interpreter
 every launch is also compiled for the graded GPU (sm_90, the H200) with the launch's own
-signature, constexprs, alignment and options, through Triton's front end and the NVIDIA backend's
-TritonGPU passes, then its shared-memory allocation. No GPU, driver or `ptxas` is needed;
-registers are known only once a driver loads the binary, so they are not checked here.
+signature, constexprs, alignment and options: its hash first, as Triton's compile takes it (the
+names a kernel may reference: a plain Python function is refused, "Unsupported function
+referenced"), then Triton's front end and the NVIDIA backend's TritonGPU passes, then its
+shared-memory allocation. No GPU, driver or `ptxas` is needed; registers are known only once a
+driver loads the binary, so they are not checked here.
 
 This module records facts (`protocol.GpuCompile`: the compiler's message, the shared memory the
 kernel asks for); `grader.judge.checks.gpu_compile_check` decides what they cost. Results are
@@ -140,6 +142,8 @@ def _message(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     # the compiler names the kernel's file by its absolute path: keep the submission-relative tail
     text = re.sub(r"(/[^\s:]*/)([^/\s:]+\.py)", r"\2", text)
+    # and a Python object by its name alone ("<function _act at 0x7f...>": the address differs per run)
+    text = re.sub(r"(<[^<>]*?) at 0x[0-9a-fA-F]+>", r"\1>", text)
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 20] + "\n[... cut]"
 
 
@@ -152,6 +156,10 @@ def compiled(kernel: InterpretedFunction, args: tuple[Any, ...], kwargs: dict[st
         return protocol.GpuCompile(kernel=name, error=_message(exc))
     if key not in _CACHE:
         try:
+            # the kernel's hash, as `triton.compile` takes it first (`get_cache_key`): Triton's
+            # DependenciesFinder walks every name the kernel's body reads, a branch that never runs
+            # included, and refuses a plain Python function ("Unsupported function referenced")
+            source.hash()
             _CACHE[key] = protocol.GpuCompile(kernel=name, shared_bytes=_compile(source, options, backend))
         except Exception as exc:  # noqa: BLE001 - the compiler's verdict is the fact recorded
             _CACHE[key] = protocol.GpuCompile(kernel=name, error=_message(exc))

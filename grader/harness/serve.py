@@ -70,6 +70,20 @@ def _trim(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE // 2] + "\n[...]\n" + text[-MAX_MESSAGE // 2 :]
 
 
+def _gpu_share() -> str:
+    """What a worker may hold of the GPU, said beside its out-of-memory error: the share is the
+    grader's rule, not the card's size, and a student reading only PyTorch's message would not know."""
+    try:
+        total = torch.cuda.get_device_properties(0).total_memory
+        fraction = torch.cuda.get_per_process_memory_fraction(0)
+    except (RuntimeError, AssertionError, AttributeError):  # pragma: no cover - no GPU after all
+        return "a grading worker may use only part of the GPU's memory"
+    return (
+        f"a grading worker may use at most {fraction * total / (1 << 30):.1f} GiB "
+        f"({fraction:.0%} of the GPU's {total / (1 << 30):.1f} GiB): a benchmark shape must fit in that"
+    )
+
+
 def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
     """The error as a student should see it: their own frames only, paths relative to the submission."""
     try:
@@ -86,6 +100,8 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
             limit = resource.getrlimit(resource.RLIMIT_AS)[0]
             shown = f"{limit / (1 << 30):g} GiB" if limit != resource.RLIM_INFINITY else "the machine's memory"
             summary = f"MemoryError: out of memory (a worker may use at most {shown} of address space)"
+        elif isinstance(exc, torch.OutOfMemoryError):
+            summary = f"{kind}: {exc}".replace(root, "") + f"\n{_gpu_share()}"
         else:
             summary = f"{kind}: {exc}".replace(root, "")
             # an error only a Triton other than the grading one raises; a GPU rule the interpreter also checks

@@ -29,6 +29,13 @@ COMPILE_HINTS = (
         "write the number inside the kernel or pass it as an argument",
     ),
     (
+        "Unsupported function referenced",
+        "a @triton.jit function may name only other @triton.jit functions and Triton's own (tl.*): the GPU "
+        "compiler reads every name in the kernel's body, a branch that never runs included, and refuses a plain "
+        "Python function; make the helper @triton.jit, or choose between functions outside the kernel "
+        "(`act = fast_gelu if FAST else gelu`, both @triton.jit)",
+    ),
+    (
         "exceeds triton maximum tensor numel",
         "a Triton block holds at most 1048576 (2**20) elements: walk a long row in blocks (online softmax) "
         "instead of loading it as one block",

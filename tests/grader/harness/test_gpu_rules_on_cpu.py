@@ -299,3 +299,63 @@ def test_a_builtin_of_the_submissions_own_is_refused_by_the_code_generator(tmp_p
         """,
     )
     assert out.split() == ["True", "False", "False", "True", "True", "True"], out
+
+
+def test_a_kernel_may_name_only_triton_functions_as_the_gpus_hash_requires(tmp_path: Path) -> None:
+    """Triton's hash of a kernel (taken first by every compile on a GPU) refuses a plain Python function
+    named anywhere in its body, a branch that never runs included; the interpreter never takes it, so
+    the CPU's compile check does, and the refusal holds for every specialization (Triton's placeholder
+    hash let the second one through). A @triton.jit helper, named directly or through a module-level
+    alias, passes."""
+    out = _run(
+        tmp_path,
+        """
+        from grader.spec import gpu_limits
+
+        def plain(x):
+            return x
+
+        @triton.jit
+        def jitted(x):
+            return x * 2.0
+
+        alias = jitted
+
+        @triton.jit
+        def dead_branch(x_ptr, y_ptr, n, PLAIN: tl.constexpr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            if PLAIN:
+                y = plain(x)
+            else:
+                y = jitted(x)
+            tl.store(y_ptr + offs, y, mask=offs < n)
+
+        @triton.jit
+        def direct(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, jitted(tl.load(x_ptr + offs, mask=offs < n, other=0.0)), mask=offs < n)
+
+        @triton.jit
+        def through_alias(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, alias(tl.load(x_ptr + offs, mask=offs < n, other=0.0)), mask=offs < n)
+
+        for n in (100, 1):  # two specializations: the second compile must refuse it too
+            x = torch.randn(n); y = torch.empty_like(x)
+            gpu_compile.start()
+            dead_branch[(1,)](x, y, n, PLAIN=False, BLOCK=128)
+            (result,) = gpu_compile.taken()
+            print("dead", bool(torch.equal(y, 2 * x)), result.error, gpu_limits.hint(result.error or "") is not None)
+        for kernel in (direct, through_alias):
+            x = torch.randn(100); y = torch.empty_like(x)
+            gpu_compile.start()
+            kernel[(1,)](x, y, 100, BLOCK=128)
+            (result,) = gpu_compile.taken()
+            print(result.kernel, bool(torch.equal(y, 2 * x)), result.error)
+        """,
+    )
+    lines = out.strip().split("\n")
+    refused = "RuntimeError: Unsupported function referenced: <function plain> True"
+    assert lines[:2] == [f"dead True {refused}"] * 2, out  # it runs on a CPU: only the compile check refuses it
+    assert lines[2:4] == ["direct True None", "through_alias True None"], out

@@ -2,7 +2,9 @@
 `__triton_builtin__`. Triton's code generator calls a builtin with its semantic, and `_act` then
 returns its input (so the kernel compiles for the GPU, as an identity); Triton's interpreter calls
 it as plain Python, and `_act` computes GeLU in NumPy on the block's own array. Its honest twin
-(CHEAT = False) computes GeLU in a @triton.jit helper."""
+(CHEAT = False) computes GeLU in a @triton.jit helper. The callee is chosen at module level, so the
+honest kernel never names `_act`: a kernel may name only @triton.jit functions and Triton's own,
+even in a branch that never runs (Triton's hash of the kernel refuses any other function)."""
 
 import numpy as np
 import torch
@@ -20,7 +22,7 @@ def _act(x, _semantic=None):  # noqa: ANN001, ANN202
     return x
 
 
-_act.__triton_builtin__ = CHEAT
+_act.__triton_builtin__ = True
 
 
 @triton.jit
@@ -29,15 +31,16 @@ def _gelu_jit(x):
     return 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * inner) - 1.0))
 
 
+#: what the kernel calls: the forged builtin, or the @triton.jit helper
+_activation = _act if CHEAT else _gelu_jit
+
+
 @triton.jit
-def _gelu(x_ptr, y_ptr, n, BLOCK: tl.constexpr, OWN_BUILTIN: tl.constexpr):
+def _gelu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    if OWN_BUILTIN:
-        y = _act(x)
-    else:
-        y = _gelu_jit(x)
+    y = _activation(x)
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -45,5 +48,5 @@ def triton_gelu(x: torch.Tensor) -> torch.Tensor:
     xc = x.contiguous()
     y = torch.empty_like(xc)
     n = xc.numel()
-    _gelu[(triton.cdiv(n, 1024),)](xc, y, n, BLOCK=1024, OWN_BUILTIN=CHEAT)
+    _gelu[(triton.cdiv(n, 1024),)](xc, y, n, BLOCK=1024)
     return y
