@@ -131,11 +131,6 @@ def worker_env(config: SandboxConfig, scratch: Path, token: str, seeded: bool) -
         "GRADER_WORKER_TOKEN": token,
         "NCCL_NVLS_ENABLE": "0",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-        # a worker may use only part of the GPU (SandboxConfig.gpu_memory_fraction); without
-        # expandable segments, blocks cached at one size strand memory another size cannot use:
-        # on an 80 GB H100 an honest FlashAttention with a PyTorch backward asked for 16 GiB at the
-        # CS336 shape with 15.8 GiB reserved but free and was refused under its 59.4 GiB share
-        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
     }
     if seeded:
         env["GRADER_KERNEL_SEED"] = str(scratch / "seed")

@@ -476,12 +476,3 @@ def test_a_worker_closed_before_it_started_exits_without_the_submission(tmp_path
     assert time.monotonic() - started < 10  # it read the exit request; nothing had to be killed
     assert "imported" not in worker.stdout.text()
 
-
-def test_the_worker_allocator_grows_segments_instead_of_stranding_cached_blocks(tmp_path: Path) -> None:
-    """A worker holds only a share of the GPU; PyTorch's allocator reads its settings from the
-    environment the worker starts with (an H100 refused an honest FlashAttention's 16 GiB with
-    15.8 GiB cached but free when segments could not grow)."""
-    probe = 'say(alloc=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"))\n'
-    worker, greeting, lines = run_worker(submission(tmp_path, probe))
-    assert greeting.status == "ready", worker.output()
-    assert said(lines)["alloc"] == "expandable_segments:True"
