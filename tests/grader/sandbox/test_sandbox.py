@@ -475,4 +475,3 @@ def test_a_worker_closed_before_it_started_exits_without_the_submission(tmp_path
     worker.close()
     assert time.monotonic() - started < 10  # it read the exit request; nothing had to be killed
     assert "imported" not in worker.stdout.text()
-
