@@ -48,6 +48,7 @@ from grader.harness import (
     imports,
     kernel_profile,
     l2_persisting,
+    memory_share,
     ncu_summary,
     start_steps,
     student_runtime,
@@ -70,20 +71,6 @@ def _trim(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE // 2] + "\n[...]\n" + text[-MAX_MESSAGE // 2 :]
 
 
-def _gpu_share() -> str:
-    """What a worker may hold of the GPU, said beside its out-of-memory error: the share is the
-    grader's rule, not the card's size, and a student reading only PyTorch's message would not know."""
-    try:
-        total = torch.cuda.get_device_properties(0).total_memory
-        fraction = torch.cuda.get_per_process_memory_fraction(0)
-    except (RuntimeError, AssertionError, AttributeError):  # pragma: no cover - no GPU after all
-        return "a grading worker may use only part of the GPU's memory"
-    return (
-        f"a grading worker may use at most {fraction * total / (1 << 30):.1f} GiB "
-        f"({fraction:.0%} of the GPU's {total / (1 << 30):.1f} GiB): a benchmark shape must fit in that"
-    )
-
-
 def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
     """The error as a student should see it: their own frames only, paths relative to the submission."""
     try:
@@ -101,7 +88,7 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
             shown = f"{limit / (1 << 30):g} GiB" if limit != resource.RLIM_INFINITY else "the machine's memory"
             summary = f"MemoryError: out of memory (a worker may use at most {shown} of address space)"
         elif isinstance(exc, torch.OutOfMemoryError):
-            summary = f"{kind}: {exc}".replace(root, "") + f"\n{_gpu_share()}"
+            summary = f"{kind}: {exc}".replace(root, "") + f"\n{memory_share.describe()}"
         else:
             summary = f"{kind}: {exc}".replace(root, "")
             # an error only a Triton other than the grading one raises; a GPU rule the interpreter also checks
@@ -267,6 +254,8 @@ class Timer:
         reply: protocol.Message
         try:
             try:
+                if request.share_headroom is not None:
+                    memory_share.lift(request.share_headroom)
                 case = self._prepare(request)
                 launches = LaunchCounter.total()
                 if isinstance(request, protocol.TimeRequest):
@@ -287,6 +276,11 @@ class Timer:
                 GUARD.restore()
         except BaseException as exc:  # noqa: BLE001
             reply, blob = describe_exception(exc, submission), b""
+            if isinstance(exc, torch.OutOfMemoryError):
+                # the shape's sets and cached blocks let go of: the worker is fit for the same
+                # request with its share lifted (grader/orchestrator/timed_shapes.py)
+                self._forget()
+                reply = reply.model_copy(update={"fatal": False})
         tampering = GUARD.report()
         return (tampering, b"") if tampering else (reply, blob)
 
@@ -350,6 +344,7 @@ def serve(args: argparse.Namespace) -> int:
             return 0  # exit; the other two are never due here: a confused orchestrator, the worker ends
         if isinstance(request, protocol.CallRequest):
             reply, out = handle_call(args.problem, fn, request, blob, args.device, Path(args.submission))
+            memory_share.release_cached()  # before the reply: the grader stops the worker once it has it
         else:
             timer = timer or Timer(args.problem, fn, args.module, args.function)
             reply, out = timer.handle(request, Path(args.submission))

@@ -30,8 +30,9 @@ def make(run: ProblemRun) -> str | None:
     """Each benchmark shape's calls once, in `run`'s worker; why the problem cannot be timed, or None.
 
     Best effort: a call that raises stops the first calls and leaves the verdict to the timing,
-    which makes the same call alone on the GPU (an out-of-memory error here may be another
-    grading's doing, beside which these calls ran). Only what timing could not undo is final: the
+    which makes the same call alone on the GPU. An out-of-memory error here may be another
+    grading's doing, beside which these calls ran, or the worker's share of the card too small
+    for the shape: the timing lifts the share (`ProblemRun.share_short`). Only what timing could not undo is final: the
     problem's time limit spent, the worker dead (a crash at the benchmark shape) or told to leave.
     The worker keeps none of a shape's inputs once its calls are made (`Timer._forget`)."""
     name, limit = run.problem.name, run.limit
@@ -46,7 +47,10 @@ def make(run: ProblemRun) -> str | None:
                 finally:
                     run.pause()  # a worker runs only while its grading holds the GPU
             if isinstance(reply, protocol.Failed):
-                run.note_failure(reply)  # out of memory beside others: contention
+                if reply.type == "OutOfMemoryError" and not reply.fatal:
+                    run.share_short(case.name, "its first call")  # the timing lifts the share, alone
+                    continue  # the worker let go of the shape: the other shapes still compile here
+                run.note_failure(reply)
                 if not reply.fatal:
                     return None  # the timing makes the call again, alone, and says what it raised
                 run.close()

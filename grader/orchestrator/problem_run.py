@@ -57,6 +57,9 @@ class ProblemRun:
         #: why the benchmark shapes' first calls (warm()) failed: the problem is then not timed
         self.unwarmed: str | None = None
         self.contended: Contention | None = None  # the record's field: may be other gradings' doing
+        #: a call at a benchmark shape ran out of memory under the worker's share: the timed
+        #: requests lift it (grader/harness/memory_share.py)
+        self.lift_share = False
         self.isolation = ""
         self.spawned_at = 0.0
         self.started = 0.0
@@ -174,6 +177,16 @@ class ProblemRun:
             self.contended = "out_of_memory"
         if reply.fatal:
             self.stop_worker()
+
+    def share_short(self, shape: str, what: str) -> None:
+        """`what` at `shape` ran out of memory under the worker's share: the shape's timed requests
+        lift it. Said in the output, as the grader's, so a student knows why the shape was fine."""
+        self.lift_share = True
+        self.output.append(
+            f"--- grader ---\n{shape}: {what} ran out of GPU memory under the worker's share of the card; "
+            "the shape is timed with the GPU held alone and the share lifted to what is free"
+        )
+        trace.note(0.0, self.problem.name, shape, f"{what}: out of memory under the share, lifted for timing")
 
     # -- one call ---------------------------------------------------------------------------------
 

@@ -168,6 +168,10 @@ class ShapeRequest(Message):
     #: absent only when timing is unverified (GRADER_UNVERIFIED_TIMING): rounds are not refilled
     refill_seed: int | None = None
     verify_seed: int | None = None
+    #: sent only with the GPU held alone, once a call at a benchmark shape ran out of memory under
+    #: the worker's share: it may then hold all the GPU's free memory but these bytes
+    #: (`grader.harness.memory_share.lift`)
+    share_headroom: int | None = Field(default=None, ge=0)
 
 
 class TimeRequest(ShapeRequest):
