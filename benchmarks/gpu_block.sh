@@ -22,6 +22,7 @@
 #   5  `grader serve` on the GPU: test and benchmark mode, ten benchmark submissions queued at once,
 #      each ratio against the one graded alone
 #   6  the class at --jobs auto against one at a time (benchmarks/class_throughput.py)
+#   t  named GPU tests after a fix: TESTS="tests/... ..." (pytest -m gpu)
 #   r  a fix rerun: ONLY=entry,entry (corpus entries) as one class, then the reference graded
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -146,6 +147,16 @@ PY
   step "the class at --jobs auto against one at a time (benchmarks/class_throughput.py)"
   timeout "$(left)" python3 benchmarks/class_throughput.py --out "$OUT/class" --timeout 240 ${CLASS_ARGS:-} 2>&1 | tail -n 40
   ;;
+t)
+  # named GPU tests after a fix: TESTS="path ..." (default the share's lift)
+  archive
+  step "pytest -m gpu ${TESTS:=tests/grader/harness/test_memory_share.py}"
+  # shellcheck disable=SC2086
+  timeout "$(left)" python3 -m pytest $TESTS -q -p no:cacheprovider -m gpu -rs 2>&1 | tee "$OUT/gpu-tests-t.log" | tail -n 30
+  summary=$(grep -E "^[0-9]+ (passed|failed)|^=+ .*(passed|failed|error)" "$OUT/gpu-tests-t.log" | tail -n 1)
+  if grep -qE "[0-9]+ (failed|error)" <<<"$summary" || [ -z "$summary" ]; then echo "ROW named-gpu-tests: NOT OK ${summary:-cut short}"
+  else echo "ROW named-gpu-tests: ok $summary"; fi
+  ;;
 r)
   # a fix rerun: the corpus entries named in ONLY, then the reference graded as a submission
   archive
@@ -154,7 +165,7 @@ r)
   row full reference "$OUT/reference/result.json"
   ;;
 *)
-  echo "gpu_block: BLOCK is 1-6, r or a comma list of them, not '$1'" >&2
+  echo "gpu_block: BLOCK is 1-6, t, r or a comma list of them, not '$1'" >&2
   exit 2
   ;;
 esac
