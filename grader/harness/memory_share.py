@@ -5,7 +5,10 @@ beside it keep room for their calls. The cap is the grader's rule, not the stude
 solution that fits the card but not the share (a FlashAttention whose PyTorch backward holds the
 16x16384x16384 scores, say: 59.4 GiB of an 80 GB H100 was not enough) is timed again in the
 exclusive window with the cap lifted to all that is free on the card but the grader's headroom.
-Only an out-of-memory error there is the student's.
+Only an out-of-memory error there is the student's. The lifted worker's allocator also maps
+segments that grow in place (`expandable_segments`), as a student's own run on a card it holds
+alone may: PyTorch's default segments strand freed blocks of one size that a later, larger
+allocation cannot use.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ GIB = 1 << 30
 _empty_cache, _mem_get_info, _reserved = torch.cuda.empty_cache, torch.cuda.mem_get_info, torch.cuda.memory_reserved
 _get_fraction, _set_fraction = torch.cuda.get_per_process_memory_fraction, torch.cuda.set_per_process_memory_fraction
 _initialized = torch.cuda.is_initialized
+_allocator_settings = torch._C._accelerator_setAllocatorSettings
 
 #: set once the share is lifted: (bytes the worker may hold, bytes the grader kept)
 _lifted: tuple[int, int] | None = None
@@ -30,6 +34,9 @@ def lift(headroom: int) -> None:
     global _lifted
     if _lifted is not None:
         return
+    # segments that grow in place: a backward that frees and allocates blocks of many sizes left
+    # 15.7 GiB reserved but unallocated on the H100, the difference between fitting and not
+    _allocator_settings("expandable_segments:True")
     _empty_cache()
     free, total = _mem_get_info()
     held = _reserved()
