@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.adversarial import test_corpus as adversarial  # noqa: E402  (its builder and twins)
+from tests.honest import test_corpus as honest  # noqa: E402  (what an honest entry's performance must be)
 
 HONEST = ROOT / "tests" / "honest"
 
@@ -137,10 +138,11 @@ def _honest_judge(entry: dict[str, Any], timed: bool) -> Callable[[dict[str, Any
                 )
                 continue
             correct = sum(t["score"] for t in problem["tests"])
-            perf = problem["performance"] or {}
-            measured = perf.get("status") == "measured" and not any(s["flags"] for s in perf.get("shapes", []))
-            ok = abs(correct - want) < 1e-3 and (measured or not timed)
+            perf_ok = not timed or honest.performance_wrong(entry, name, problem["performance"]) is None
+            ok = abs(correct - want) < 1e-3 and perf_ok
             expected = f"full correctness ({want:g})" + (", measured, no flag" if timed else " (run with --no-timing)")
+            if timed and entry.get("gpu_gib"):
+                expected += f" (on a card under {entry['gpu_gib']} GiB: does not fit, said)"
             rows.append(show((f"honest `{entry['name']}`", name, expected, ok, describe(problem), seconds)))
         return rows
 

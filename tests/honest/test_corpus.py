@@ -41,6 +41,30 @@ HANDOUT_LIMIT_S = 900
 SCORE_SLACK = 1e-3
 
 
+GIB = 1 << 30
+
+
+def performance_wrong(entry: dict[str, Any], problem: str, performance: dict[str, Any] | None) -> str | None:
+    """What is wrong with an honest entry's performance on this GPU, or None. Measured with no
+    flag, unless the entry's benchmark shapes need more memory than the card has (`gpu_gib`: a
+    PyTorch backward that holds several 16 GiB score matrices at the CS336 shape): then, as the
+    student's own run on that card would, the timing fails with the grader's out-of-memory
+    message, the share lifted and the GPU held alone."""
+    need = entry.get("gpu_gib")
+    card = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else None
+    if need is not None and card is not None and card < need * GIB:
+        reason = (performance or {}).get("reason", "")
+        if (performance or {}).get("status") == "skipped" and "with the GPU held alone" in reason:
+            return None
+        return f"{problem}: needs about {need} GiB, more than the card's {card / GIB:.0f}: not said, {performance}"
+    if performance is None or performance["status"] != "measured":
+        return f"{problem}: performance {performance}"
+    flags = {shape["name"]: shape["flags"] for shape in performance["shapes"] if shape["flags"]}
+    if flags:
+        return f"{problem}: flagged shapes {flags}: {performance['reason']}"
+    return None
+
+
 @dataclass
 class Run:
     """One entry graded on one device: the CLI's result and `pytest handout`'s, per problem."""
@@ -220,17 +244,14 @@ def test_full_correctness_on_cpu(name: str, cpu_runs: dict[str, Run]) -> None:
 
 @pytest.mark.parametrize("name", [_param(e, "cuda") for e in CORPUS])
 def test_full_marks_on_gpu(name: str, gpu_runs: dict[str, Run]) -> None:
-    """On a GPU: full correctness, the handout agrees, and the performance is measured with no flag."""
+    """On a GPU: full correctness, the handout agrees, and the performance is measured with no flag
+    (or, on a card too small for the entry's shapes, fails to fit: `performance_wrong`)."""
     run = gpu_runs[name]
     wrong = _check_correct(run)
     for problem_name in run.entry["problems"]:
-        performance = run.problem(problem_name)["performance"]
-        if performance is None or performance["status"] != "measured":
-            wrong.append(f"{problem_name}: performance {performance}")
-            continue
-        flags = {shape["name"]: shape["flags"] for shape in performance["shapes"] if shape["flags"]}
-        if flags:
-            wrong.append(f"{problem_name}: flagged shapes {flags}: {performance['reason']}")
+        found = performance_wrong(run.entry, problem_name, run.problem(problem_name)["performance"])
+        if found:
+            wrong.append(found)
     assert not wrong, "\n\n".join(wrong)
 
 
@@ -243,6 +264,7 @@ def test_corpus_table_matches_the_folders() -> None:
     for entry in CORPUS:
         assert {"name", "style", "problems", "cpu"} <= set(entry), entry["name"]
         assert entry["problems"] and set(entry["problems"]) <= set(problems), (entry["name"], entry["problems"])
+        assert entry.get("gpu_gib", 1) > 0, (entry["name"], "gpu_gib is the GiB its benchmark shapes need")
         for problem in entry["problems"]:
             module = HERE / "submissions" / entry["name"] / f"{problems[problem]}.py"
             assert module.is_file(), f"{entry['name']} lists {problem} but has no {module.name}"

@@ -61,15 +61,18 @@ class FlashAttention2(torch.autograd.Function):
         q, k, v, o, lse = ctx.saved_tensors
         scale = 1.0 / math.sqrt(q.shape[-1])
         qf, kf, vf, of, do = (t.float() for t in (q, k, v, o, grad_out))
-        s = qf @ kf.transpose(-1, -2) * scale
+        # Two N x N float32 matrices at a time, each overwritten in place: at N = 16384 with 16
+        # heads each is 16 GiB, and keeping S, P, dP and dS apart (80 GiB) does not fit an 80 GB GPU.
+        s = qf @ kf.transpose(-1, -2)
+        s.mul_(scale)
         if ctx.is_causal:
             hidden = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1)
-            s = s.masked_fill(hidden, float("-inf"))
-        p = torch.exp(s - lse.unsqueeze(-1))
+            s.masked_fill_(hidden, float("-inf"))
+        p = s.sub_(lse.unsqueeze(-1)).exp_()  # P = exp(S - L), in S's memory
         dv = p.transpose(-1, -2) @ do
         dp = do @ vf.transpose(-1, -2)
         delta = (do * of).sum(-1, keepdim=True)
-        ds = p * (dp - delta)
+        ds = dp.sub_(delta).mul_(p)  # dS = P * (dP - delta), in dP's memory
         dq = ds @ kf * scale
         dk = ds.transpose(-1, -2) @ qf * scale
         return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
