@@ -7,9 +7,10 @@ batch` chooses, grader/batch/concurrency.py): their correctness together, their 
 time through the GPU's lease, exactly as a batch grades a class. Entries marked `alone` (an
 attack on the GPU's shared memory) are graded after the others, one at a time. Prints a markdown
 table as rows land, says which entries did not run and where the class's time went (each
-grading's phases, in --out/phases.json as they land), and writes it under --out.
+grading's phases, in --out/phases.json as they land), and writes it under --out. `--reference`
+grades the staff reference as a student in the same class (every point, every shape timed).
 
-    python benchmarks/corpora_table.py --out /tmp/corpora [--only NAME,NAME] [--jobs N|auto]
+    python benchmarks/corpora_table.py --out /tmp/corpora [--only NAME,NAME] [--jobs N|auto] [--reference]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import block_rows  # noqa: E402  (what full marks are)
 from tests.adversarial import test_corpus as adversarial  # noqa: E402  (its builder and twins)
 from tests.honest import test_corpus as honest  # noqa: E402  (what an honest entry's performance must be)
 
@@ -147,6 +149,32 @@ def _honest_judge(entry: dict[str, Any], timed: bool) -> Callable[[dict[str, Any
         return rows
 
     return judge
+
+
+def reference_job(base: Path, device: str) -> Job:
+    """The staff reference graded as a student, in the same class: every point, every benchmark
+    shape timed against itself with no flag (the GPU block's row 1, without a call of its own);
+    on the CPU, where nothing is timed, every correctness case passed."""
+    sub = base / "reference" / "submission"
+    shutil.copytree(ROOT / "reference", sub, ignore=shutil.ignore_patterns("__pycache__"))
+    problems = [p.name for p in __import__("grader.spec.load", fromlist=["x"]).load_assignment(hidden=False).problems]
+
+    def judge(result: dict[str, Any] | None, seconds: float, err: str) -> list[Any]:
+        expected = "every point, every shape timed, no flag" if device == "cuda" else "every case passed"
+        if result is None:
+            return [show(("the staff reference", "all", expected, False, "no result: " + err[-200:], seconds))]
+        if device == "cuda":
+            wrong = block_rows.full_marks(result)
+        else:
+            wrong = [f"{p['name']} {t['name']} {t['status']}" for p in result["problems"] for t in p["tests"]]
+            wrong = [w for w in wrong if not w.endswith(" passed")]
+        ratios = {p["name"]: (p.get("performance") or {}).get("ratio_geomean") for p in result["problems"]}
+        shown = ", ".join(f"{name} {r:.3f}" for name, r in ratios.items() if r)
+        got = f"{result['score']:.2f}/{result['max_score']:.0f}" + (f"; ratios {shown}" if shown else "")
+        got += "".join(f"; {w}" for w in wrong)
+        return [show(("the staff reference", "all", expected, not wrong, got, seconds))]
+
+    return Job("the staff reference", sub, sub.parent / "out", problems, [], False, judge)
 
 
 def adversarial_jobs(base: Path, only: set[str]) -> list[Job]:
@@ -340,10 +368,12 @@ def run_jobs(
     return rows, [j.name for j in jobs if j.name not in done], verdicts
 
 
-def jobs_at_once(text: str) -> int:
-    """`--jobs auto`: what `grader batch --jobs auto` would run on this GPU."""
+def jobs_at_once(text: str, device: str) -> int:
+    """`--jobs auto`: what `grader batch --jobs auto` would run on this GPU (on the CPU, a core each)."""
     if text != "auto":
         return max(1, int(text))
+    if device == "cpu":
+        return max(1, os.cpu_count() or 1)
     from grader.batch.concurrency import auto_per_gpu
 
     return auto_per_gpu()
@@ -355,6 +385,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated entry names")
     parser.add_argument("--skip-honest", action="store_true")
     parser.add_argument("--skip-adversarial", action="store_true")
+    parser.add_argument(
+        "--reference", action="store_true", help="the staff reference graded as a student in the same class"
+    )
     parser.add_argument("--untimed", default="", help="honest entries graded with --no-timing (correctness only)")
     parser.add_argument("--jobs", default="auto", help="gradings at once (auto: as grader batch chooses; 1: serial)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="grade on (cpu: verdicts only)")
@@ -370,7 +403,8 @@ def main() -> int:
     print("\n".join(header), flush=True)
     jobs = [] if args.skip_adversarial else adversarial_jobs(base, only)
     jobs += [] if args.skip_honest else honest_jobs(base, only, {n for n in args.untimed.split(",") if n})
-    workers = jobs_at_once(args.jobs)
+    jobs += [reference_job(base, args.device)] if args.reference else []
+    workers = jobs_at_once(args.jobs, args.device)
     started = time.monotonic()
     phases = args.out / "phases.json"
     rows, missing, verdicts = run_jobs(jobs, workers, args.device, phases)
