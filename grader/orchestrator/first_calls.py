@@ -32,8 +32,9 @@ def make(run: ProblemRun) -> str | None:
     Best effort: a call that raises stops the first calls and leaves the verdict to the timing,
     which makes the same call alone on the GPU. An out-of-memory error here may be another
     grading's doing, beside which these calls ran, or the worker's share of the card too small
-    for the shape: the timing lifts the share (`ProblemRun.share_short`). Only what timing could not undo is final: the
-    problem's time limit spent, the worker dead (a crash at the benchmark shape) or told to leave.
+    for the shape: the timing lifts the share (`ProblemRun.share_short`). Only what timing could
+    not undo is final: the problem's time limit spent, the worker dead (a crash at the benchmark
+    shape) or told to leave.
     The worker keeps none of a shape's inputs once its calls are made (`Timer._forget`)."""
     name, limit = run.problem.name, run.limit
     try:
