@@ -57,13 +57,9 @@ class ProblemRun:
         #: why the benchmark shapes' first calls (warm()) failed: the problem is then not timed
         self.unwarmed: str | None = None
         self.contended: Contention | None = None  # the record's field: may be other gradings' doing
-        #: a call at a benchmark shape ran out of memory under the worker's share: the timed
-        #: requests lift it (grader/harness/memory_share.py)
-        self.lift_share = False
+        self.lift_share = False  # a benchmark shape ran out of the worker's share (share_lift.py)
         self.isolation = ""
-        self.spawned_at = 0.0
-        self.started = 0.0
-        self.checked_at = 0.0
+        self.spawned_at = self.started = self.checked_at = 0.0
         self.cases: list[Case] = problem.suite_cases("gpu" if device == "cuda" else "cpu")  # this device's suite
         #: the GPU's lease: correctness calls shared with other gradings, timed windows alone
         self.lease = gpu_lease.for_device(device)
@@ -177,16 +173,6 @@ class ProblemRun:
             self.contended = "out_of_memory"
         if reply.fatal:
             self.stop_worker()
-
-    def share_short(self, shape: str, what: str) -> None:
-        """`what` at `shape` ran out of memory under the worker's share: the shape's timed requests
-        lift it. Said in the output, as the grader's, so a student knows why the shape was fine."""
-        self.lift_share = True
-        self.output.append(
-            f"--- grader ---\n{shape}: {what} ran out of GPU memory under the worker's share of the card; "
-            "the shape is timed with the GPU held alone and the share lifted to what is free"
-        )
-        trace.note(0.0, self.problem.name, shape, f"{what}: out of memory under the share, lifted for timing")
 
     # -- one call ---------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance, round_checks, windows
-from grader.orchestrator import compile_aside, trace, untimed
+from grader.orchestrator import compile_aside, share_lift, trace, untimed
 from grader.records.model import Performance, ShapeTiming, TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -61,7 +61,7 @@ def call(
     """One timing request to `run`'s worker; the reply and its sampled outputs (for
     `round_checks.verify_rounds`). Raises TimingFailed with the reason the record gives."""
     if run.lift_share:
-        request = request.model_copy(update={"share_headroom": headroom()})
+        request = request.model_copy(update={"share_headroom": share_lift.headroom()})
     bound = run.deadline
     try:
         if run.worker is None or not run.worker.ready:
@@ -86,7 +86,7 @@ def call(
         raise TimingFailed(str(exc)) from None
     if isinstance(reply, protocol.Failed):
         if reply.type == "OutOfMemoryError" and not reply.fatal and not run.lift_share:
-            run.share_short(str(request.case.get("name", "")), _WHAT.get(request.op, "a call"))
+            share_lift.share_short(run, str(request.case.get("name", "")), request.op)
             return call(run, request)  # the worker let go of the shape's memory: the same request, lifted
         run.note_failure(reply)  # out of memory, lifted: other gradings' stopped workers may hold theirs
         raise TimingFailed(reply.message)
@@ -94,16 +94,6 @@ def call(
     # what timed calls launch, and what the watched ones ran, are judged with the shape's other
     # flags (performance.launch_flags, performance.watched_flags): they withhold the performance
     return reply, payload
-
-
-#: what a timing request is, as the output says it
-_WHAT = {"time": "a timed window", "loop": "the wall-clock check", "profile": "the profiled call"}
-
-
-def headroom() -> int:
-    """What the grader keeps of the GPU when a worker's share is lifted: the reference side times
-    in the same window (its sets and working memory are cached by then) and loads CUDA modules."""
-    return max(1 << 30, int(0.03 * torch.cuda.get_device_properties(0).total_memory))
 
 
 def check_timed_rounds(run: ProblemRun) -> None:
