@@ -21,7 +21,10 @@ GIB = 1 << 30
 _empty_cache, _mem_get_info, _reserved = torch.cuda.empty_cache, torch.cuda.mem_get_info, torch.cuda.memory_reserved
 _get_fraction, _set_fraction = torch.cuda.get_per_process_memory_fraction, torch.cuda.set_per_process_memory_fraction
 _initialized = torch.cuda.is_initialized
-_allocator_settings = torch._C._accelerator_setAllocatorSettings
+# torch 2.11's name; the older one (deprecated since) where a course pins an earlier torch
+_allocator_settings = (
+    getattr(torch._C, "_accelerator_setAllocatorSettings", None) or torch.cuda.memory._set_allocator_settings
+)
 
 #: set once the share is lifted: (bytes the worker may hold, bytes the grader kept)
 _lifted: tuple[int, int] | None = None
