@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import block_rows  # noqa: E402  (what full marks are)
+from grader.spec.load import load_assignment  # noqa: E402
 from tests.adversarial import test_corpus as adversarial  # noqa: E402  (its builder and twins)
 from tests.honest import test_corpus as honest  # noqa: E402  (what an honest entry's performance must be)
 
@@ -118,7 +119,7 @@ def honest_jobs(base: Path, only: set[str], untimed: set[str]) -> list[Job]:
 
 
 def _honest_judge(entry: dict[str, Any], timed: bool) -> Callable[[dict[str, Any] | None, float, str], list[Any]]:
-    spec = __import__("grader.spec.load", fromlist=["load_assignment"]).load_assignment(hidden=False)
+    spec = load_assignment(hidden=False)
 
     def judge(result: dict[str, Any] | None, seconds: float, err: str) -> list[Any]:
         rows: list[Any] = []
@@ -157,7 +158,7 @@ def reference_job(base: Path, device: str) -> Job:
     on the CPU, where nothing is timed, every correctness case passed."""
     sub = base / "reference" / "submission"
     shutil.copytree(ROOT / "reference", sub, ignore=shutil.ignore_patterns("__pycache__"))
-    problems = [p.name for p in __import__("grader.spec.load", fromlist=["x"]).load_assignment(hidden=False).problems]
+    problems = [p.name for p in load_assignment(hidden=False).problems]
 
     def judge(result: dict[str, Any] | None, seconds: float, err: str) -> list[Any]:
         expected = "every point, every shape timed, no flag" if device == "cuda" else "every case passed"
@@ -166,8 +167,12 @@ def reference_job(base: Path, device: str) -> Job:
         if device == "cuda":
             wrong = block_rows.full_marks(result)
         else:
-            wrong = [f"{p['name']} {t['name']} {t['status']}" for p in result["problems"] for t in p["tests"]]
-            wrong = [w for w in wrong if not w.endswith(" passed")]
+            wrong = [
+                f"{p['name']} {t['name']} {t['status']}"
+                for p in result["problems"]
+                for t in p["tests"]
+                if t["status"] != "passed"
+            ]
         ratios = {p["name"]: (p.get("performance") or {}).get("ratio_geomean") for p in result["problems"]}
         shown = ", ".join(f"{name} {r:.3f}" for name, r in ratios.items() if r)
         got = f"{result['score']:.2f}/{result['max_score']:.0f}" + (f"; ratios {shown}" if shown else "")
