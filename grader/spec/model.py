@@ -93,6 +93,11 @@ class Case(Strict):
     #: compiler's verdict is checked. For a case whose point is a GPU compile rule (a row past
     #: Triton's block limit) at a size the interpreter would take minutes to run with small blocks
     compile_only: bool = False
+    #: a benchmark shape's GPU memory budget: what one call of the submission may allocate at this
+    #: shape beyond its inputs (outputs, workspace, what autograd saves), in GiB. The same on every
+    #: card: the worker is timed under exactly this much, and a card that cannot give it leaves the
+    #: shape ungradable there, never zero (grader/harness/memory_budget.py). Benchmarks only.
+    gpu_memory_gib: float | None = Field(default=None, gt=0, le=1024)
 
     def describe(self) -> str:
         """How the write-up names this case; a problem's case model says it in its own terms."""
@@ -121,6 +126,18 @@ class Problem(Strict):
     thresholds: Thresholds = Field(default_factory=Thresholds)
     cases: list[Case] = Field(default_factory=list)
     benchmarks: list[Case] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _budgets(self) -> Problem:
+        """Every benchmark shape states its GPU memory budget; a correctness case has none (its
+        shapes are small, and a budget there would be a rule nobody checks)."""
+        missing = [b.name for b in self.benchmarks if b.gpu_memory_gib is None]
+        if missing:
+            raise ValueError(f"benchmark {missing[0]!r} needs gpu_memory_gib (the GPU memory a submission may use there)")
+        stray = [c.name for c in self.cases if c.gpu_memory_gib is not None]
+        if stray:
+            raise ValueError(f"case {stray[0]!r} has gpu_memory_gib: only benchmark shapes have a memory budget")
+        return self
 
     @field_validator("tolerance")
     @classmethod
