@@ -29,6 +29,7 @@ from typing import Protocol
 from grader import protocol
 from grader.orchestrator import trace
 from grader.orchestrator.gpu_lease import SharedHold
+from grader.orchestrator.problem_clock import ProblemClock
 from grader.protocol.compiles import MAX_BYTES, TARGET_ENV
 from grader.records.model import Phases
 from grader.sandbox.config import SandboxConfig
@@ -154,8 +155,11 @@ class _Run(Protocol):
 
     aside: CompileServer | None
     hold: SharedHold | None
-    deadline: float
+    clock: ProblemClock
     phases: Phases
+
+    @property
+    def deadline(self) -> float: ...
 
     def pause(self) -> None: ...
     def _resume(self) -> None: ...
@@ -187,7 +191,7 @@ def asked_by(run: _Run) -> Asked | None:
         finally:
             run.phases.compile_aside_s += time.monotonic() - let_go
             started = aside.start_s - starts
-            run.deadline += started  # the server's start is the machine's time, as a worker's is
+            run.clock.excuse(started)  # the server's start is the machine's time, as a worker's is
             with trace.span(aside.problem.name, "the GPU taken again after a compile aside"):
                 waited = hold.take_again()
             hold.since = time.monotonic()

@@ -36,7 +36,7 @@ def make(run: ProblemRun) -> str | None:
     not undo is final: the problem's time limit spent, the worker dead (a crash at the benchmark
     shape) or told to leave.
     The worker keeps none of a shape's inputs once its calls are made (`Timer._forget`)."""
-    name, limit = run.problem.name, run.limit
+    name = run.problem.name
     try:
         for case in run.problem.benchmarks:
             seeds = performance.ShapeSeeds.draw(run.options.secret, name, case)
@@ -44,7 +44,8 @@ def make(run: ProblemRun) -> str | None:
             with trace.span(name, case.name, "first calls, the GPU shared"), run.gpu_hold() as waiting:
                 assert run.worker is not None  # ready when make() is called, and only a failure stops it
                 try:
-                    reply, _ = run.worker.call(request, b"", run.deadline, 0, waiting, compile_aside.asked_by(run))
+                    with run.clock.charging(f"first calls at {case.name}"):
+                        reply, _ = run.worker.call(request, b"", run.deadline, 0, waiting, compile_aside.asked_by(run))
                 finally:
                     run.pause()  # a worker runs only while its grading holds the GPU
             if isinstance(reply, protocol.Failed):
@@ -61,7 +62,7 @@ def make(run: ProblemRun) -> str | None:
     except WorkerTimeout:
         run.close()
         run.contended = "time_limit"  # after every correctness case passed, beside other gradings
-        return f"the problem's time limit of {limit:g} s ran out in the first calls at the benchmark shapes"
+        return run.clock.ran_out("in the first calls at the benchmark shapes")
     except (WorkerDied, protocol.ProtocolError) as exc:
         run.close()
         return f"{exc} (in the first calls at the benchmark shapes)"

@@ -16,12 +16,13 @@ from grader.judge import performance, round_checks, scoring
 from grader.judge.checks import case_label, check_call, profiled_kernel_check
 from grader.orchestrator import compile_aside, first_calls, gpu_lease, profiles, timed_shapes, trace
 from grader.orchestrator.options import GradeOptions
+from grader.orchestrator.problem_clock import ProblemClock
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
 from grader.records.model import Contention, Performance, Phases, ProblemResult, ShapeProfile, ShapeTiming, TestResult
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.kernel_copy import HeldCache
-from grader.sandbox.process import Waiting, WorkerDied, WorkerProcess, WorkerTimeout
+from grader.sandbox.process import Waiting, WorkerDied, WorkerProcess, WorkerTimeout, WorkerUnavailable
 from grader.spec.model import Case, Problem
 
 MAX_RESTARTS = 2
@@ -47,7 +48,8 @@ class ProblemRun:
         self.kind = REGISTRY[problem.name]
         self.submission, self.device, self.options, self.config = submission, device, options, config
         self.limit = options.timeout or problem.time_limit_s
-        self.deadline = 0.0
+        #: the problem's own time: charged only while its worker runs its requests
+        self.clock = ProblemClock(self.limit)
         self.worker: WorkerProcess | None = None
         self.held_kernels: HeldCache | None = None  # the timed worker's cache, until copied
         self.restarts = 0
@@ -67,7 +69,7 @@ class ProblemRun:
         #: compiles made while the GPU is let go of (grader/orchestrator/compile_aside.py)
         self.aside = compile_aside.server(options.compile_aside and self.lease is not None, config, submission, problem)
         self.phases = Phases()
-        self.waited = 0.0  # waiting for other problems' timing: not the problem's own time
+        self.waited = 0.0  # waiting for other problems' timing: not part of the problem's duration
         self.measured_at = 0.0
         #: what `measure` left for `finish`: why nothing was timed, or the shapes still to score
         self.timed: Performance | list[ShapeTiming] = Performance(
@@ -93,10 +95,15 @@ class ProblemRun:
             finally:
                 self.hold = None
 
+    @property
+    def deadline(self) -> float:
+        """When the request being charged to the problem must end (`ProblemClock.deadline`)."""
+        return self.clock.deadline
+
     def _waited(self, seconds: float) -> None:
         """Waiting for other gradings' timing is not this problem's time."""
         self.phases.gpu_wait_s += seconds
-        self.deadline += seconds
+        self.clock.excuse(seconds)
 
     # -- worker lifecycle ------------------------------------------------------------------------
 
@@ -112,18 +119,24 @@ class ProblemRun:
 
     def _begin_worker(self) -> None:
         """Wait for the worker's imports (spawning it if need be), holding nothing: no CUDA context,
-        none of the submission."""
+        none of the submission. Not the problem's time: a loaded machine's, and bounded from when
+        this wait begins (a worker spawned at the grading's start may have waited for earlier
+        problems long past its own imports)."""
         if self.worker is not None and self.worker.imported:
             return
         started = time.monotonic()
         try:
             self.spawn()
             assert self.worker is not None
-            self.worker.wait_imported(self.spawned_at + IMPORTS_LIMIT_S)
+            self.worker.wait_imported(max(self.spawned_at, started) + IMPORTS_LIMIT_S)
+        except WorkerTimeout:
+            self.stop_worker()
+            raise WorkerUnavailable(
+                f"the worker's start-up imports (Python, PyTorch, Triton; none of the submission) took more "
+                f"than {IMPORTS_LIMIT_S:g} s: the grading machine is overloaded"
+            ) from None
         finally:
-            spent = time.monotonic() - started
-            self.phases.worker_start_s += spent
-            self.deadline += spent  # nothing of the submission ran: a loaded machine's time, not theirs
+            self.phases.worker_start_s += time.monotonic() - started
 
     def start_worker(self, waiting: Waiting | None = None) -> None:
         """The worker's start past its imports (the GPU held, on a GPU): the submission imported."""
@@ -131,7 +144,8 @@ class ProblemRun:
         assert self.worker is not None
         started, waited = time.monotonic(), self.phases.gpu_wait_s
         try:
-            greeting = self.worker.wait_ready(self.deadline, waiting, compile_aside.asked_by(self))
+            with self.clock.charging("worker start (the submission imported)"):
+                greeting = self.worker.wait_ready(self.deadline, waiting, compile_aside.asked_by(self))
         finally:  # a step aside for a timer meanwhile is the GPU's wait, not the worker's start
             self.phases.worker_start_s += time.monotonic() - started - (self.phases.gpu_wait_s - waited)
         if isinstance(greeting, protocol.Ready):
@@ -212,7 +226,8 @@ class ProblemRun:
         request = protocol.CallRequest(case=case.model_dump(), profile=True)
         with trace.span(*label, "worker round trip"):
             inputs_blob, asked = protocol.pack_tensors(inputs), compile_aside.asked_by(self)
-            reply, blob = self.worker.call(request, inputs_blob, self.deadline, max_blob, waiting, asked)
+            with self.clock.charging(f"case {case.name}"):
+                reply, blob = self.worker.call(request, inputs_blob, self.deadline, max_blob, waiting, asked)
         if isinstance(reply, protocol.Failed):
             self.note_failure(reply)
             return False, f"{reply.message}\n{reply.traceback}".strip()
@@ -251,7 +266,6 @@ class ProblemRun:
     def check(self) -> list[TestResult]:
         """The correctness half: every case of the problem's suite, in this problem's worker."""
         self.started = time.monotonic()
-        self.deadline = self.started + self.limit
         cases = self.cases
         tests: list[TestResult] = []
         stop_reason: str | None = None
@@ -266,7 +280,7 @@ class ProblemRun:
                     try:
                         passed, text = self._call(case, repeat)
                     except WorkerTimeout:
-                        stop_reason = f"the problem's time limit of {self.limit:g} s ran out (during case {case.name})"
+                        stop_reason = self.clock.ran_out(f"during case {case.name}")
                         status, message = "error", stop_reason
                         self.stop_worker()
                         break
@@ -306,9 +320,8 @@ class ProblemRun:
 
     def measure(self, tests: list[TestResult]) -> None:
         """The performance half's timed part, with the GPU held alone (grade's `_timing_lease`)."""
-        # time spent waiting for other problems' timing does not count against this problem's limit
+        # waiting for other problems' timing is not part of this problem's duration (nor of its clock)
         self.waited = time.monotonic() - self.checked_at
-        self.deadline += self.waited
         timing_started = time.monotonic()
         self.timed = timed_shapes.measure(self, tests)
         ok = self.options.profile and self.device == "cuda" and self.clean(tests)  # `--profile`: a report

@@ -63,24 +63,26 @@ def call(
     if run.lift_share:
         request = request.model_copy(update={"share_headroom": share_lift.headroom()})
     bound = run.deadline
+    shape = str(request.case.get("name", ""))
     try:
         if run.worker is None or not run.worker.ready:
             run.start_worker()
             if run.fatal or run.worker is None:
                 raise TimingFailed(run.fatal or "the worker did not start")
-        # the GPU is held alone: one request may not hold it for the problem's whole limit
-        bound = time.monotonic() + windows.REQUEST_LIMIT_S
-        bound = run.deadline if isinstance(request, protocol.ProfileRequest) else min(run.deadline, bound)
-        reply, blob = run.worker.call(
-            request, b"", bound, performance.MAX_TIMING_BLOB, None, compile_aside.asked_by(run)
-        )
+        with run.clock.charging(f"timing {shape}"):
+            # the GPU is held alone: one request may not hold it for the problem's whole limit
+            bound = time.monotonic() + windows.REQUEST_LIMIT_S
+            bound = run.deadline if isinstance(request, protocol.ProfileRequest) else min(run.deadline, bound)
+            reply, blob = run.worker.call(
+                request, b"", bound, performance.MAX_TIMING_BLOB, None, compile_aside.asked_by(run)
+            )
         payload = protocol.unpack_tensors(blob) if blob else {}
     except WorkerTimeout:
         run.stop_worker()
-        if bound < run.deadline:
+        if run.clock.left() > 0:
             raise TimingFailed(windows.request_limit_reason(request)) from None
         run.contended = "time_limit"  # every correctness case passed: its compiles may have been slowed by others'
-        raise TimingFailed(f"the problem's time limit of {run.limit:g} s ran out while timing") from None
+        raise TimingFailed(run.clock.ran_out(f"while timing {shape}")) from None
     except (WorkerDied, protocol.ProtocolError) as exc:
         run.stop_worker()
         raise TimingFailed(str(exc)) from None

@@ -13,6 +13,7 @@ import pytest
 
 from grader import protocol
 from grader.orchestrator import compile_aside, gpu_lease
+from grader.orchestrator.problem_clock import ProblemClock
 from grader.records.model import Phases
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.process import WorkerDied, WorkerProcess
@@ -79,7 +80,7 @@ class Run:
     """The part of a ProblemRun a compile aside uses, on a lease of a test's own."""
 
     def __init__(self, aside: compile_aside.CompileServer, hold: gpu_lease.SharedHold) -> None:
-        self.aside, self.hold, self.deadline = aside, hold, time.monotonic() + 300
+        self.aside, self.hold, self.clock = aside, hold, ProblemClock(300)
         self.phases = Phases()
         self.events: list[str] = []
 
@@ -91,7 +92,11 @@ class Run:
 
     def _waited(self, seconds: float) -> None:
         self.events.append("waited")
-        self.deadline += seconds
+        self.clock.excuse(seconds)
+
+    @property
+    def deadline(self) -> float:
+        return self.clock.deadline
 
 
 @needs_root

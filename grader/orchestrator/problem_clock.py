@@ -1,0 +1,84 @@
+"""A problem's own time: charged only while its worker runs one of its requests.
+
+A problem's time limit is the student's, so its clock runs only while the problem's own worker
+runs the problem's own calls (the submission imported, each correctness call, the first calls at
+the benchmark shapes, each timed request). Nothing else is charged: the worker's start-up imports
+(Python, PyTorch, Triton: the machine's time), the grader's own work between calls (inputs,
+float64 expected outputs, checks), another problem's calls before this one's, and the waits for
+the GPU's lease or for a compile made aside during a call (`excuse`). A time-out then means the
+submission's own calls took the limit, and `account` says which of them took it.
+
+Before this clock, the limit was a wall-clock deadline fixed when the problem began, pushed back
+by the waits the grader knew of; a worker spawned at the grading's start then had its imports'
+bound run out while an earlier problem slept, and the later problems failed every case with a
+"time limit ran out" they never spent (issue 49).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class ProblemClock:
+    """The seconds a problem's own calls have taken, by what took them, against its limit."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        #: seconds charged, by what was running ("case cpu-small-fp32", "worker start", ...)
+        self.spent: dict[str, float] = {}
+        self._since: float | None = None  # when the request being charged began
+        self._left_then = 0.0  # what was left of the limit when it began
+        self._excused = 0.0  # waits inside it that are not the problem's (pushed onto its deadline)
+        self._label = ""
+
+    @property
+    def used(self) -> float:
+        running = 0.0 if self._since is None else max(time.monotonic() - self._since - self._excused, 0.0)
+        return sum(self.spent.values()) + running
+
+    def left(self) -> float:
+        return max(self.limit - self.used, 0.0)
+
+    @property
+    def deadline(self) -> float:
+        """The time.monotonic() by which the request being charged must end (or, between requests,
+        the one a request starting now would have)."""
+        if self._since is None:
+            return time.monotonic() + self.left()
+        return self._since + self._left_then + self._excused
+
+    @contextmanager
+    def charging(self, label: str) -> Iterator[None]:
+        """Charge the time of what runs inside to `label`; a nested charge is the outer one's."""
+        if self._since is not None:
+            yield
+            return
+        self._left_then, self._excused, self._label = self.left(), 0.0, label
+        self._since = time.monotonic()
+        try:
+            yield
+        finally:
+            elapsed = max(time.monotonic() - self._since - self._excused, 0.0)
+            self.spent[label] = self.spent.get(label, 0.0) + elapsed
+            self._since = None
+
+    def excuse(self, seconds: float) -> None:
+        """`seconds` of the request being charged were not the problem's (a wait for the GPU's lease,
+        a compile server's start): they push its deadline back and are not charged."""
+        if self._since is not None and seconds > 0:
+            self._excused += seconds
+
+    def account(self, most: int = 4) -> str:
+        """Where the problem's own time went, largest first: what a time-out message says."""
+        parts = sorted(self.spent.items(), key=lambda item: -item[1])
+        said = [f"{label} {seconds:.1f} s" for label, seconds in parts[:most] if seconds >= 0.05]
+        rest = sum(seconds for _, seconds in parts[most:])
+        if rest >= 0.05:
+            said.append(f"the rest {rest:.1f} s")
+        return f"its own calls took {self.used:.1f} s of it ({', '.join(said) or 'none'})"
+
+    def ran_out(self, what: str) -> str:
+        """The time-out message: the limit, what was running, where the time went."""
+        return f"the problem's time limit of {self.limit:g} s ran out {what}: {self.account()}"
