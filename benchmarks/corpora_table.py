@@ -144,8 +144,6 @@ def _honest_judge(entry: dict[str, Any], timed: bool) -> Callable[[dict[str, Any
             perf_ok = not timed or honest.performance_wrong(entry, name, problem["performance"]) is None
             ok = abs(correct - want) < 1e-3 and perf_ok
             expected = f"full correctness ({want:g})" + (", measured, no flag" if timed else " (run with --no-timing)")
-            if timed and entry.get("gpu_gib"):
-                expected += f" (on a card under {entry['gpu_gib']} GiB: does not fit, said)"
             rows.append(show((f"honest `{entry['name']}`", name, expected, ok, describe(problem), seconds)))
         return rows
 

@@ -72,9 +72,13 @@ class L2Flusher:
     """Overwrites a buffer twice the size of the L2 cache, evicting whatever the last round left."""
 
     def __init__(self) -> None:
+        self.buffer = torch.empty(self.size(), dtype=torch.int8, device="cuda")
+
+    @staticmethod
+    def size() -> int:
+        """The buffer's bytes: a timed window's own allocation beside the calls it times."""
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
-        self.buffer = torch.empty(2 * l2, dtype=torch.int8, device="cuda")
+        return 2 * (getattr(props, "L2_cache_size", 0) or (64 << 20))
 
     def __call__(self) -> None:
         self.buffer.zero_()

@@ -23,3 +23,14 @@ def spec_with_limit(folder: Path, problem: str, seconds: int) -> Path:
     assert count == 1, f"no time_limit_s found for {problem} in {DEFAULT_SPEC}"
     (folder / "assignment.toml").write_text(text)
     return folder / "assignment.toml"
+
+
+def spec_with_budget(folder: Path, benchmark: str, gib: float) -> Path:
+    """A copy of the spec (hidden cases beside it) in which one benchmark shape's memory budget is `gib`."""
+    folder.mkdir()
+    shutil.copy(DEFAULT_SPEC.parent / "hidden_cases.toml", folder / "hidden_cases.toml")
+    pattern = re.compile(r'(name = "' + re.escape(benchmark) + r'"\ngpu_memory_gib = )[0-9.]+')
+    text, count = pattern.subn(lambda m: m.group(1) + str(gib), DEFAULT_SPEC.read_text())
+    assert count == 1, f"no gpu_memory_gib found for {benchmark} in {DEFAULT_SPEC}"
+    (folder / "assignment.toml").write_text(text)
+    return folder / "assignment.toml"

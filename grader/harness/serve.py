@@ -48,6 +48,7 @@ from grader.harness import (
     imports,
     kernel_profile,
     l2_persisting,
+    memory_budget,
     memory_share,
     ncu_summary,
     start_steps,
@@ -88,7 +89,8 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
             shown = f"{limit / (1 << 30):g} GiB" if limit != resource.RLIM_INFINITY else "the machine's memory"
             summary = f"MemoryError: out of memory (a worker may use at most {shown} of address space)"
         elif isinstance(exc, torch.OutOfMemoryError):
-            summary = f"{kind}: {exc}".replace(root, "") + f"\n{memory_share.describe()}"
+            said = BUDGET[0].describe() if BUDGET else memory_share.describe()
+            summary = f"{kind}: {exc}".replace(root, "") + f"\n{said}"
         else:
             summary = f"{kind}: {exc}".replace(root, "")
             # an error only a Triton other than the grading one raises; a GPU rule the interpreter also checks
@@ -108,6 +110,8 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
 
 
 FRESH = calls.FreshInputs()
+#: the budget of the shape being run, while a shape request runs: what its out-of-memory error says
+BUDGET: list[memory_budget.Budget] = []
 
 
 def handle_call(
@@ -230,7 +234,7 @@ class Timer:
         )
         return reply, blob
 
-    def _warm(self) -> protocol.Warmed:
+    def _warm(self, budget: memory_budget.Budget | None) -> protocol.Warmed:
         """Each input set's call once, untimed (compiles and autotuning done beside other gradings);
         the shape's inputs are dropped after, whatever the calls did."""
         started = time.perf_counter()
@@ -240,9 +244,10 @@ class Timer:
                 for call in self.calls:
                     call()
                 torch.cuda.synchronize()
+            peak = budget.peak() if budget else None
         finally:
             self._forget()
-        return protocol.Warmed(call_s=(time.perf_counter() - started) / max(calls_made, 1))
+        return protocol.Warmed(call_s=(time.perf_counter() - started) / max(calls_made, 1), peak_bytes=peak)
 
     def handle(
         self,
@@ -252,16 +257,21 @@ class Timer:
         calls.nan_fill(False)  # timing runs without the NaN fill of correctness calls
         blob = b""
         reply: protocol.Message
+        budget = None
         try:
             try:
-                if request.share_headroom is not None:
-                    memory_share.lift(request.share_headroom)
                 case = self._prepare(request)
+                if request.budget_bytes is not None:
+                    budget = memory_budget.Budget(request.budget_bytes, str(request.case.get("name", "")))
+                    budget.apply()
+                    BUDGET[:] = [budget]
                 launches = LaunchCounter.total()
                 if isinstance(request, protocol.TimeRequest):
                     reply, blob = self._time(request, case)
+                    if budget is not None:
+                        reply = reply.model_copy(update={"peak_bytes": max(budget.peak() - timing.L2Flusher.size(), 0)})
                 elif isinstance(request, protocol.WarmRequest):
-                    reply = self._warm()
+                    reply = self._warm(budget)
                 elif isinstance(request, protocol.ProfileRequest):
                     reply = kernel_profile.profile_call(self.calls)
                     if request.ncu:
@@ -274,13 +284,18 @@ class Timer:
                     reply = protocol.Looped(wall_s=wall, triton_launches=LaunchCounter.total() - launches)
             finally:
                 GUARD.restore()
+        except memory_budget.BudgetUnavailable as exc:
+            self._forget()  # nothing of the submission ran: the worker is fit for the request again
+            reply, blob = protocol.Unavailable(message=str(exc), never=exc.never), b""
         except BaseException as exc:  # noqa: BLE001
             reply, blob = describe_exception(exc, submission), b""
             if isinstance(exc, torch.OutOfMemoryError):
                 # the shape's sets and cached blocks let go of: the worker is fit for the same
-                # request with its share lifted (grader/orchestrator/timed_shapes.py)
+                # request again, with the GPU held alone (grader/orchestrator/timed_shapes.py)
                 self._forget()
                 reply = reply.model_copy(update={"fatal": False})
+        finally:
+            BUDGET.clear()
         tampering = GUARD.report()
         return (tampering, b"") if tampering else (reply, blob)
 
@@ -302,6 +317,8 @@ def serve(args: argparse.Namespace) -> int:
     if not start_steps.go_ahead(req_fd, rep_fd):
         return 0  # an exit request (the grading ended first)
     steps.done("waiting for the GPU")
+    if args.device == "cuda":
+        memory_budget.expandable_segments()  # before CUDA's first allocation
     if args.device == "cuda" and args.gpu_memory_fraction:
         try:
             torch.cuda.set_per_process_memory_fraction(args.gpu_memory_fraction)
@@ -344,7 +361,7 @@ def serve(args: argparse.Namespace) -> int:
             return 0  # exit; the other two are never due here: a confused orchestrator, the worker ends
         if isinstance(request, protocol.CallRequest):
             reply, out = handle_call(args.problem, fn, request, blob, args.device, Path(args.submission))
-            memory_share.release_cached()  # before the reply: the grader stops the worker once it has it
+            memory_budget.release_cached()  # before the reply: the grader stops the worker once it has it
         else:
             timer = timer or Timer(args.problem, fn, args.module, args.function)
             reply, out = timer.handle(request, Path(args.submission))

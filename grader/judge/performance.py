@@ -172,6 +172,8 @@ def shape_request(case: Case, seeds: ShapeSeeds, verified: bool | None = None) -
     """What every request about one benchmark shape carries: the case, its inputs' seed and sets,
     and (when timing is `verified`) the seeds of each round's new contents and of the checks."""
     shape: dict[str, Any] = {"case": case.model_dump(), "seed": seeds.inputs, "sets": INPUT_SETS}
+    if case.gpu_memory_gib is not None:  # the shape's budget, applied by the worker (harness/memory_budget.py)
+        shape["budget_bytes"] = int(case.gpu_memory_gib * (1 << 30))
     if verified_timing() if verified is None else verified:
         shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
     return shape

@@ -18,7 +18,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance
-from grader.orchestrator import compile_aside, share_lift, trace
+from grader.orchestrator import budgets, compile_aside, trace
 from grader.problems.base import generator
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -32,7 +32,7 @@ def make(run: ProblemRun) -> str | None:
     Best effort: a call that raises stops the first calls and leaves the verdict to the timing,
     which makes the same call alone on the GPU. An out-of-memory error here may be another
     grading's doing, beside which these calls ran, or the worker's share of the card too small
-    for the shape: the timing lifts the share (`share_lift`). Only what timing could
+    for the shape's budget: the timing makes the call alone (`budgets`). Only what timing could
     not undo is final: the problem's time limit spent, the worker dead (a crash at the benchmark
     shape) or told to leave.
     The worker keeps none of a shape's inputs once its calls are made (`Timer._forget`)."""
@@ -48,16 +48,19 @@ def make(run: ProblemRun) -> str | None:
                         reply, _ = run.worker.call(request, b"", run.deadline, 0, waiting, compile_aside.asked_by(run))
                 finally:
                     run.pause()  # a worker runs only while its grading holds the GPU
+            if isinstance(reply, protocol.Unavailable) or (
+                isinstance(reply, protocol.Failed) and reply.type == "OutOfMemoryError" and not reply.fatal
+            ):
+                budgets.first_call_short(run, case.name, reply)  # made again alone, in the timing
+                continue  # the worker let go of the shape: the other shapes still compile here
             if isinstance(reply, protocol.Failed):
-                if reply.type == "OutOfMemoryError" and not reply.fatal:
-                    share_lift.share_short(run, case.name, request.op)  # the timing lifts the share, alone
-                    continue  # the worker let go of the shape: the other shapes still compile here
                 run.note_failure(reply)
                 if not reply.fatal:
                     return None  # the timing makes the call again, alone, and says what it raised
                 run.close()
                 return f"the first call at {case.name} ended its worker: {reply.message}"
             assert isinstance(reply, protocol.Warmed)  # the only other reply a warm request may get
+            budgets.note_peak(run, case.name, reply.peak_bytes)
             trace.note(reply.call_s, name, case.name, "in the worker: one first call")
     except WorkerTimeout:
         run.close()

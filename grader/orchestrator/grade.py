@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 from grader.judge import reference_archive, reference_cache, scan, scoring
@@ -28,6 +29,8 @@ from grader.orchestrator.options import (
 from grader.orchestrator.problem_run import ProblemRun
 from grader.records.model import (
     AssignmentRef,
+    Performance,
+    ProblemResult,
     Result,
     SubmissionRef,
     TestResult,
@@ -43,21 +46,47 @@ def _check_all(runs: list[ProblemRun], parallel: int) -> list[list[TestResult]]:
 
     On a GPU the correctness half is mostly compiling (Triton, autotuning) on the CPU, and the
     problems' workers are independent, so they overlap; timing (finish) stays one at a time.
+    A failure on the grader's own side is retried once, alone (`_again`).
     """
     if parallel <= 1 or len(runs) <= 1:
-        return [_checked(run) for run in runs]
-    from concurrent.futures import ThreadPoolExecutor
+        checked = [_checked(run) for run in runs]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="grader-check") as pool:
-        return list(pool.map(_checked, runs))
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="grader-check") as pool:
+            checked = list(pool.map(_checked, runs))
+    return [tests if isinstance(tests, list) else _again(runs, i, tests) for i, tests in enumerate(checked)]
 
 
-def _checked(run: ProblemRun) -> list[TestResult]:
-    with trace.span(run.problem.name, "correctness"):
-        tests = run.check()
-    with trace.span(run.problem.name, "first calls at the benchmark shapes"):
-        run.warm(tests)
+def _checked(run: ProblemRun) -> list[TestResult] | BaseException:
+    """The problem's correctness half, or what failed on the grader's side (the submission's own
+    failures are verdicts inside: nothing it does raises here)."""
+    try:
+        with trace.span(run.problem.name, "correctness"):
+            tests = run.check()
+        with trace.span(run.problem.name, "first calls at the benchmark shapes"):
+            run.warm(tests)
+    except Exception as exc:  # noqa: BLE001 - the grader's own failure: retried, then ungradable
+        return exc
     return tests
+
+
+def _again(runs: list[ProblemRun], i: int, failed: BaseException) -> list[TestResult]:
+    """The problem's correctness half once more, in a fresh run, alone (a CUDA out-of-memory
+    error beside others, a worker that could not start); a second failure makes it ungradable."""
+    old = runs[i]
+    old.close()
+    runs[i] = run = ProblemRun(old.problem, old.submission, old.device, old.options, old.config, old.sha256)
+    tests = _checked(run)
+    if isinstance(tests, list):
+        run.output.append(f"--- grader ---\ngraded again after the grader's own failure: {_said(failed)}")
+        return tests
+    run.ungradable = f"the grader failed twice on this problem: {_said(failed)}; then {_said(tests)}"
+    return []
+
+
+def _said(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
 def _warm_reference(version: str) -> list[str]:
@@ -151,9 +180,13 @@ def _grade(
             for other in runs:  # nothing else of this submission runs while one problem is timed
                 if other is not run:
                     other.pause()
-            run.measure(tests)
+            if _twice(run, "timing", partial(run.measure, tests)) is _FAILED:
+                _untimed(run)
     for run, tests in zip(runs, checked):  # the rest needs the GPU no more than a correctness call does
-        result = run.finish(tests)
+        result = _twice(run, "checking the timed rounds", partial(run.finish, tests))
+        if not isinstance(result, ProblemResult):
+            _untimed(run)
+            result = run.finish(tests)
         # a finding in a helper file (not one of the four modules) could serve any problem
         result.findings = [
             f
@@ -163,6 +196,7 @@ def _grade(
         isolation = run.isolation or isolation
         problems.append(result)
     graded = [p.name for p in problems]
+    ungradable = [f"{p.name}: {p.ungradable}" for p in problems if p.ungradable]
     result = Result(
         assignment=AssignmentRef(
             name=assignment.assignment.name,
@@ -183,4 +217,29 @@ def _grade(
         warnings=warnings,
         problems=problems,
     )
+    if ungradable:  # an error row a batch grades again; what was graded is kept beside it
+        result.status, result.error_kind, result.error = "error", "infrastructure", "; ".join(ungradable)
     return scoring.total(result)
+
+
+def _untimed(run: ProblemRun) -> None:
+    """The problem's performance pending, with the reason its timing could not be made."""
+    points = run.problem.points.performance
+    run.timed = Performance(status="not_measured", reason=run.ungradable or "", max_score=points)
+    run.checks = []
+
+
+def _twice(run: ProblemRun, what: str, step: Callable[[], object]) -> object:
+    """What `step` (the problem's timing, or its finish) returned, made again once if it fails on
+    the grader's side; `_FAILED`, with the problem ungradable, if it fails twice."""
+    for attempt in (1, 2):
+        try:
+            return step()
+        except Exception as exc:  # noqa: BLE001 - the grader's own failure: never a lost result
+            run.stop_worker()
+            if attempt == 2:
+                run.ungradable = f"the grader failed twice while {what}: {_said(exc)}"
+    return _FAILED
+
+
+_FAILED = object()

@@ -41,7 +41,7 @@ class ProblemRun:
         config: SandboxConfig,
         sha256: str = "",
     ) -> None:
-        self.problem = problem
+        self.problem, self.sha256 = problem, sha256
         self.kernel_slot = (
             kernel_cache.slot(options.kernel_cache, sha256, problem.name) if options.kernel_cache and sha256 else None
         )
@@ -59,7 +59,10 @@ class ProblemRun:
         #: why the benchmark shapes' first calls (warm()) failed: the problem is then not timed
         self.unwarmed: str | None = None
         self.contended: Contention | None = None  # the record's field: may be other gradings' doing
-        self.lift_share = False  # a benchmark shape ran out of the worker's share (share_lift.py)
+        #: why part of the problem could not be graded on this machine (the record's `ungradable`)
+        self.ungradable: str | None = None
+        #: each benchmark shape's measured peak beyond its inputs, in bytes (budgets.note_peak)
+        self.peaks: dict[str, int] = {}
         self.isolation = ""
         self.spawned_at = self.started = self.checked_at = 0.0
         self.cases: list[Case] = problem.suite_cases("gpu" if device == "cuda" else "cpu")  # this device's suite
@@ -398,7 +401,7 @@ class ProblemRun:
             score=0.0,
             max_score=self.problem.max_score,
             status="skipped",
-            message=self.cheat or (self.fatal or ""),
+            message=self.cheat or self.fatal or ("" if tests else self.ungradable or ""),
             tests=tests,
             performance=performance,
             output="\n".join(self.output),  # bounded by the record (grader/records/text.py)
@@ -406,6 +409,7 @@ class ProblemRun:
             kernel_check=self.cheat,
             phases=Phases(**{k: round(v, 3) for k, v in self.phases.model_dump().items()}),
             contended=self.contended,
+            ungradable=self.ungradable,
         )
         if not cases:
             result.message = f"no {'GPU' if self.device == 'cuda' else 'CPU'} cases: not yet part of the assignment"

@@ -17,7 +17,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance, round_checks, windows
-from grader.orchestrator import compile_aside, share_lift, trace, untimed
+from grader.orchestrator import budgets, compile_aside, trace, untimed
 from grader.records.model import Performance, ShapeTiming, TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -43,6 +43,9 @@ def measure(run: ProblemRun, tests: list[TestResult]) -> Performance | list[Shap
             seeds = performance.ShapeSeeds.draw(run.options.secret, name, case)
             with trace.span(name, case.name, "timing, all of it"):
                 shape, checks = performance.measure_shape(partial(call, run), side, case, seeds, gpu, quiet=run.pause)
+            peak = run.peaks.get(case.name)
+            shape.peak_gib = round(peak / budgets.GIB, 3) if peak is not None else None
+            shape.budget_gib = case.gpu_memory_gib
             shapes.append(shape)
             run.checks += [checks] if checks is not None else []
             if run.options.progress:
@@ -51,6 +54,8 @@ def measure(run: ProblemRun, tests: list[TestResult]) -> Performance | list[Shap
     except TimingFailed as failed:
         run.checks = []
         points = run.problem.points.performance
+        if run.ungradable:  # the machine's fact: the points are pending, never zero
+            return Performance(status="not_measured", reason=run.ungradable, score=None, max_score=points, gpu=gpu)
         return Performance(status="skipped", reason=f"timing failed: {failed}", score=0, max_score=points, gpu=gpu)
     return shapes
 
@@ -60,8 +65,6 @@ def call(
 ) -> tuple[protocol.Timed | protocol.Looped | protocol.Profiled, Any]:
     """One timing request to `run`'s worker; the reply and its sampled outputs (for
     `round_checks.verify_rounds`). Raises TimingFailed with the reason the record gives."""
-    if run.lift_share:
-        request = request.model_copy(update={"share_headroom": share_lift.headroom()})
     bound = run.deadline
     shape = str(request.case.get("name", ""))
     try:
@@ -86,13 +89,16 @@ def call(
     except (WorkerDied, protocol.ProtocolError) as exc:
         run.stop_worker()
         raise TimingFailed(str(exc)) from None
+    if isinstance(reply, protocol.Unavailable):
+        raise TimingFailed(budgets.unavailable(run, reply))
     if isinstance(reply, protocol.Failed):
-        if reply.type == "OutOfMemoryError" and not reply.fatal and not run.lift_share:
-            share_lift.share_short(run, str(request.case.get("name", "")), request.op)
-            return call(run, request)  # the worker let go of the shape's memory: the same request, lifted
-        run.note_failure(reply)  # out of memory, lifted: other gradings' stopped workers may hold theirs
+        # out of memory here is under a budget the card gave, with the GPU held alone: the student's
+        if reply.fatal:
+            run.stop_worker()
         raise TimingFailed(reply.message)
     assert isinstance(reply, (protocol.Timed, protocol.Looped, protocol.Profiled))  # the other replies it may get
+    if isinstance(reply, protocol.Timed):
+        budgets.note_peak(run, shape, reply.peak_bytes)
     # what timed calls launch, and what the watched ones ran, are judged with the shape's other
     # flags (performance.launch_flags, performance.watched_flags): they withhold the performance
     return reply, payload

@@ -125,6 +125,8 @@ class Timed(Message):
     status: Literal["ok"] = "ok"
     samples_s: list[float]
     triton_launches: int
+    #: bytes the window's calls allocated beyond their inputs and the grader's buffers, at their peak
+    peak_bytes: int | None = None
     profile: Profile | None = None
     verified: list[VerifiedRound] = []
     #: rounds run, the watched chunk's included (their indices continue the samples'); None: as many as samples
@@ -148,6 +150,17 @@ class Warmed(Message):
 
     status: Literal["ok"] = "ok"
     call_s: float
+    #: bytes the calls allocated beyond their inputs, at their peak (None: no budget was applied)
+    peak_bytes: int | None = None
+
+
+class Unavailable(Message):
+    """The card could not give a shape's memory budget: the machine's fact, never the submission's."""
+
+    status: Literal["unavailable"] = "unavailable"
+    message: str
+    #: True: this card is too small even held alone; False: other processes held the memory
+    never: bool
 
 
 class CallRequest(Message):
@@ -168,17 +181,16 @@ class ShapeRequest(Message):
     #: absent only when timing is unverified (GRADER_UNVERIFIED_TIMING): rounds are not refilled
     refill_seed: int | None = None
     verify_seed: int | None = None
-    #: sent only with the GPU held alone, once a call at a benchmark shape ran out of memory under
-    #: the worker's share: it may then hold all the GPU's free memory but these bytes
-    #: (`grader.harness.memory_share.lift`)
-    share_headroom: int | None = Field(default=None, ge=0)
+    #: the shape's GPU memory budget in bytes (the spec's `gpu_memory_gib`): what one call may
+    #: allocate beyond its inputs, the worker capped at exactly that (`grader.harness.memory_budget`)
+    budget_bytes: int | None = Field(default=None, gt=0)
 
 
 class TimeRequest(ShapeRequest):
     """Time the student's kernel for about `budget_s` (see `timing.measure`)."""
 
     op: Literal["time"] = "time"
-    replies: ClassVar[dict[str, type[Message]]] = {"ok": Timed, "error": Failed}
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Timed, "error": Failed, "unavailable": Unavailable}
     budget_s: float
     min_s: float = 0.0
     warm: bool = True
@@ -196,14 +208,14 @@ class WarmRequest(ShapeRequest):
     (`grader.harness.autotune_reset`: what autotunes here is tuned again when timed)."""
 
     op: Literal["warm"] = "warm"
-    replies: ClassVar[dict[str, type[Message]]] = {"ok": Warmed, "error": Failed}
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Warmed, "error": Failed, "unavailable": Unavailable}
 
 
 class LoopRequest(ShapeRequest):
     """Run `rounds` calls back to back for the orchestrator's wall-clock check."""
 
     op: Literal["loop"] = "loop"
-    replies: ClassVar[dict[str, type[Message]]] = {"ok": Looped, "error": Failed}
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Looped, "error": Failed, "unavailable": Unavailable}
     rounds: int
 
 
@@ -251,7 +263,7 @@ class ProfileRequest(ShapeRequest):
     """Profile one warm call of the shape (`grader.harness.kernel_profile`): the `profile` mode."""
 
     op: Literal["profile"] = "profile"
-    replies: ClassVar[dict[str, type[Message]]] = {"ok": Profiled, "error": Failed}
+    replies: ClassVar[dict[str, type[Message]]] = {"ok": Profiled, "error": Failed, "unavailable": Unavailable}
     #: the Nsight Compute program to run the call under as well, if any (`grader.harness.ncu_summary`)
     ncu: str | None = None
 

@@ -94,6 +94,10 @@ class ShapeTiming(Record):
     alternations: int = 0
     stopped: str = ""
     gpu_state: GpuState | None = None
+    #: the most the student's calls allocated at this shape beyond their inputs (GiB), measured in
+    #: the worker, and the shape's budget in the spec: peak_gib <= budget_gib whenever it was timed
+    peak_gib: float | None = None
+    budget_gib: float | None = None
 
 
 class Performance(Record):
@@ -199,6 +203,9 @@ class ProblemResult(Record):
     #: GPU memory (theirs held beside it). A batch that graded it beside others grades it again
     #: alone (grader/batch/run.py); None when neither happened
     contended: Contention | None = None
+    #: why part of this problem could not be graded on this machine (the grader's own failure, twice,
+    #: or a memory budget the card could not give): never a zero, an error row to grade again
+    ungradable: str | None = None
 
 
 class SpecFingerprint(Record):

@@ -133,7 +133,9 @@ class Problem(Strict):
         shapes are small, and a budget there would be a rule nobody checks)."""
         missing = [b.name for b in self.benchmarks if b.gpu_memory_gib is None]
         if missing:
-            raise ValueError(f"benchmark {missing[0]!r} needs gpu_memory_gib (the GPU memory a submission may use there)")
+            raise ValueError(
+                f"benchmark {missing[0]!r} needs gpu_memory_gib (the GPU memory a submission may use there)"
+            )
         stray = [c.name for c in self.cases if c.gpu_memory_gib is not None]
         if stray:
             raise ValueError(f"case {stray[0]!r} has gpu_memory_gib: only benchmark shapes have a memory budget")

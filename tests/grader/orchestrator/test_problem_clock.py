@@ -51,12 +51,12 @@ def _sleepy_softmax(seconds: float) -> str:
     """The correct example's softmax, made to sleep once, on its first call."""
     source = (ROOT / "examples" / "submissions" / "correct" / "softmax.py").read_text()
     return source + (
-        "\n\nimport time as _time\n\n_slept = []\n_softmax = triton_softmax\n\n\n"
+        "\n\nimport time as _time\n\n_slept_once = []\n_unslept_softmax = triton_softmax\n\n\n"
         "def triton_softmax(x):\n"
-        "    if not _slept:\n"
-        "        _slept.append(True)\n"
+        "    if not _slept_once:\n"
+        "        _slept_once.append(True)\n"
         f"        _time.sleep({seconds})\n"
-        "    return _softmax(x)\n"
+        "    return _unslept_softmax(x)\n"
     )
 
 
