@@ -91,7 +91,7 @@ def test_triton_launches_on_meta_do_nothing_and_every_run_is_put_back() -> None:
     before = _runs()
     with triton_launches_skipped():
         _fill[(1,)](meta(8), 8, BLOCK=8)  # would fail on a meta pointer, if launched
-        real = torch.zeros(8)
+        real = torch.zeros(8, device="cuda" if torch.cuda.is_available() else "cpu")
         _fill[(1,)](real, 8, BLOCK=8)  # a real tensor is still launched
     assert real.sum().item() == 8
     with pytest.raises(ValueError), triton_launches_skipped():
