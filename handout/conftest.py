@@ -24,7 +24,13 @@ if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from grader.handout import options  # noqa: E402
-from grader.handout.support import REPLAY, BenchmarkRunner, CaseRunner, cases_for  # noqa: E402  (after TRITON_INTERPRET)
+from grader.handout.support import (  # noqa: E402  (after TRITON_INTERPRET)
+    REPLAY,
+    BenchmarkRunner,
+    CaseRunner,
+    cases_for,
+    memory_verdict,
+)
 from grader.harness import imports  # noqa: E402
 from grader.spec import versions  # noqa: E402
 from grader.spec.load import load_assignment  # noqa: E402
@@ -90,9 +96,18 @@ SPENT: dict[str, float] = {}
 LIMIT_WARNING_SHARE = 0.5
 
 
+#: the memory estimates of this run, as each benchmark shape's test printed it
+MEMORY: list[str] = []
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The grader's time limit covers everything a problem does (import, compiling, autotuning,
-    public and hidden cases, timing); a student should hear that it is close before the grade."""
+    """The memory estimates in one place; then the time limits: the grader's covers everything a
+    problem does (import, compiling, autotuning, public and hidden cases, timing), and a student
+    should hear that it is close before the grade."""
+    if MEMORY:
+        terminalreporter.write_line("GPU memory of one timed call, estimated on meta tensors (the grader measures it):")
+        for line in MEMORY:
+            terminalreporter.write_line(f"  {line}")
     if not HAS_GPU:  # the interpreter's times say nothing about a GPU's
         return
     spec = load_assignment(hidden=False)
@@ -114,6 +129,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" in metafunc.fixturenames:
         params = cases_for(problem, "gpu" if HAS_GPU else "cpu", metafunc.config.getoption("--dtype"))
         metafunc.parametrize("case", params)
+    if "memory_case" in metafunc.fixturenames:
+        params = cases_for(problem, "memory", metafunc.config.getoption("--dtype"))
+        metafunc.parametrize("memory_case", params)
     if "bench_case" in metafunc.fixturenames:
         params = cases_for(problem, "benchmark", metafunc.config.getoption("--dtype"), has_gpu=HAS_GPU)
         metafunc.parametrize("bench_case", params)
@@ -167,3 +185,19 @@ def bench(request: pytest.FixtureRequest, runner: CaseRunner, benchmark: Any) ->
     """bench(case, impl): time your kernel ("yours") or PyTorch's ("pytorch") on a benchmark shape."""
     problem = request.module.PROBLEM
     return lambda case, impl: _as_graded(lambda: BenchmarkRunner(runner, problem).run(benchmark, case, impl))
+
+
+@pytest.fixture
+def memory(request: pytest.FixtureRequest, runner: CaseRunner) -> Callable[[Any], None]:
+    """memory(case): your kernel's GPU memory at a benchmark shape, estimated on meta tensors, against its budget."""
+    problem = request.module.PROBLEM
+
+    def run(case: Any) -> None:
+        result = runner.memory(problem, case)
+        if not result.not_implemented:
+            request.node.user_properties.append(("gpu_memory", result.summary()))
+            MEMORY.append(f"{problem} {result.summary()}")
+            print(result.summary())
+        memory_verdict(result)
+
+    return lambda case: _as_graded(lambda: run(case))

@@ -3,6 +3,7 @@
 Each case calls your function twice with fresh random inputs of the case's shape, dtype and
 layout, and checks the output's type, shape, dtype and device, that every element was written,
 that NaN/inf land where they should, and that the values are within the spec's tolerance.
+Each benchmark shape also has a GPU memory budget, estimated here without a GPU.
 """
 
 PROBLEM = "flash_attention"
@@ -10,6 +11,12 @@ PROBLEM = "flash_attention"
 
 def test_matches_definition(case, check):
     check(case)
+
+
+def test_memory_budget(memory_case, memory):
+    """Your forward + backward's GPU memory at each benchmark shape, against the shape's budget:
+    run on meta tensors (shapes, no data, no kernel launched), so it takes milliseconds on any machine."""
+    memory(memory_case)
 
 
 def test_speed(bench_case, impl, bench):

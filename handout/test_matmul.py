@@ -12,6 +12,12 @@ def test_matches_definition(case, check):
     check(case)
 
 
+def test_memory_budget(memory_case, memory):
+    """Your kernel's GPU memory at each benchmark shape, against the shape's budget: run on meta
+    tensors (shapes, no data, no kernel launched), so it takes milliseconds on any machine."""
+    memory(memory_case)
+
+
 def test_speed(bench_case, impl, bench):
     """Timed only with `pytest handout --benchmark-only` on a GPU: your kernel, then PyTorch's."""
     bench(bench_case, impl)

@@ -26,6 +26,7 @@ from grader.judge.windows import watch_round
 from grader.loading import load_function
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator, move_inputs
+from grader.problems.memory_estimate import Estimate, estimate, gib
 from grader.spec import gpu_limits
 from grader.spec.load import load_assignment
 from grader.spec.model import Case, Problem
@@ -36,9 +37,11 @@ student_runtime.prepare()  # the process settings of the grader's worker
 
 
 def cases_for(problem: str, suite: str, dtype: str | None, has_gpu: bool = True) -> list[Any]:
-    """pytest params for the public cases of `problem` in `suite` ("gpu", "cpu" or "benchmark")."""
+    """pytest params for the public cases of `problem` in `suite` ("gpu", "cpu", "benchmark" or "memory")."""
     spec = load_assignment(hidden=False).problem(problem)
-    if suite == "benchmark":
+    if suite == "memory":  # the benchmark shapes, estimated on meta tensors: no GPU needed
+        cases = list(spec.benchmarks)
+    elif suite == "benchmark":
         if not has_gpu:
             return [pytest.param(None, marks=pytest.mark.skip(reason="benchmarks need a CUDA GPU"), id="no-gpu")]
         cases = list(spec.benchmarks)
@@ -125,6 +128,33 @@ class CaseRunner:
                     f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures),
                     pytrace=False,
                 )
+
+    def memory(self, problem: str, case: Case) -> Estimate:
+        """The estimated GPU memory of one timed call at benchmark `case` (meta tensors, no GPU);
+        what the submission's code replaced meanwhile fails the test as in `check`."""
+        fn = self.function(problem)
+        GUARD.tampered = []
+        result = estimate(REGISTRY[problem], fn, case, self.submission)
+        self._note_tampering(problem, GUARD.restore())
+        tampered = self.tampering(problem)
+        if tampered:
+            pytest.fail(f"{case.name}\n{tampered}", pytrace=False)
+        return result
+
+
+def memory_verdict(result: Estimate) -> None:
+    """Fail over the budget; the stub fails as the other tests do; skip what could not be estimated."""
+    if result.not_implemented:
+        pytest.fail(result.note, pytrace=False)
+    if result.peak_bytes is None:
+        pytest.skip(result.summary())
+    if not result.fits:
+        pytest.fail(
+            f"{result.summary()}: over by {gib(result.peak_bytes - result.budget_bytes)}. The grader measures this "
+            "on the GPU, and a shape over its budget earns no performance points on any card.\n"
+            f"{result.hint}",
+            pytrace=False,
+        )
 
 
 def kernel_message(

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from grader.problems.meta import on_meta
 from grader.spec.model import Case
 
 Watch = Callable[[], AbstractContextManager[Any]]
@@ -176,6 +177,11 @@ class ProblemKind:
         """The float64 definition applied to the inputs: what the outputs must match."""
         raise NotImplementedError
 
+    def meta_inputs(self, case: Case) -> dict[str, Any]:
+        """Inputs of `case`'s shapes, dtypes and strides on the meta device (no data): what a
+        memory estimate runs on. `make_inputs` itself, its tensors made on meta (grader.problems.meta)."""
+        return on_meta(self.make_inputs, case, generator(0))
+
     def call(
         self, fn: Callable[..., Any], inputs: dict[str, Any], case: Case, watch: Watch = nullcontext
     ) -> CallOutput:
@@ -206,6 +212,11 @@ class ProblemKind:
     def work(self, case: Case) -> tuple[float, float]:
         """(bytes moved at least once, floating-point operations) of one timed call."""
         raise NotImplementedError
+
+    def memory_hint(self, case: Case, estimate: Any) -> str:
+        """Over its GPU memory budget at `case`: the likely cause, for the student
+        (`estimate`: a grader.problems.memory_estimate.Estimate)."""
+        return f"what is live at the peak: {estimate.largest()}"
 
     #: the outputs one `timed` call returns, in order (a sampled timed round checks them)
     timed_names: ClassVar[tuple[str, ...]] = ("out",)

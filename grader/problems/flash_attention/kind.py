@@ -12,6 +12,7 @@ import torch
 from grader.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick
 from grader.problems.flash_attention.case import AttentionCase
 from grader.problems.flash_attention.definition import attention_definition
+from grader.problems.flash_attention.memory_estimate import over_budget_hint
 from grader.problems.flash_attention.saved_lse import closest_lse, missing_lse_message, saved_lse_candidates
 from grader.spec.model import Case
 
@@ -134,6 +135,9 @@ class FlashAttention(ProblemKind):
     def pytorch(self, inputs: dict[str, Any]) -> Callable[[], Any]:
         sdpa = torch.nn.functional.scaled_dot_product_attention
         return self.timed(lambda q, k, v, is_causal: sdpa(q, k, v, is_causal=is_causal), inputs)
+
+    def memory_hint(self, case: Case, estimate: Any) -> str:
+        return over_budget_hint(case, estimate)
 
     def work(self, case: Case) -> tuple[float, float]:
         assert isinstance(case, AttentionCase)
