@@ -96,8 +96,6 @@ def _handout(submission: Path, problem: str, device: str) -> tuple[int, str]:
         f"handout/test_{problem}.py",
         "--submission",
         str(submission),
-        "-k",
-        "not test_memory_budget",
         "-q",
         "-p",
         "no:cacheprovider",

@@ -122,3 +122,12 @@ def test_a_backward_that_reads_a_value_is_reported_with_its_line(tmp_path: Path)
     assert result.note.startswith("could not be estimated: it reads a tensor's value (.item()")
     assert f"flash_attention.py, line {line}: if ctx.saved_tensors[4].isnan().any().item()" in result.note
     assert result.summary() == f"{BENCHMARKS[0].name}: {result.note}"
+
+
+def test_a_plain_backward_fits_every_benchmark_budget_of_the_spec(tmp_path: Path) -> None:
+    """The budgets are chosen so that the backward the write-up allows fits: S, P, dP and dS in
+    float32 at once, at every benchmark shape (the long one has 8 heads for it)."""
+    fn, folder = submission(tmp_path, PLAIN_BACKWARD)
+    for case in BENCHMARKS:
+        result = estimate_peak_bytes(fn, case, folder)
+        assert result.fits, result.summary()
