@@ -96,6 +96,17 @@ class Budget:
         )
 
 
+def applied(budget_bytes: int | None, shape: str, active: list[Budget]) -> Budget | None:
+    """The shape's budget applied (None: the request has none), and made the `active` one, which
+    an out-of-memory error is said with."""
+    if budget_bytes is None:
+        return None
+    budget = Budget(budget_bytes, shape)
+    budget.apply()
+    active[:] = [budget]
+    return budget
+
+
 def release_cached() -> None:
     """Give back the allocator's cached blocks after a call: the worker is stopped until its next
     call, and what it caches meanwhile is memory another grading's shape may need."""

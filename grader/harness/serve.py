@@ -110,8 +110,7 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
 
 
 FRESH = calls.FreshInputs()
-#: the budget of the shape being run, while a shape request runs: what its out-of-memory error says
-BUDGET: list[memory_budget.Budget] = []
+BUDGET: list[memory_budget.Budget] = []  # the shape's, while its request runs: what out of memory says
 
 
 def handle_call(
@@ -261,15 +260,12 @@ class Timer:
         try:
             try:
                 case = self._prepare(request)
-                if request.budget_bytes is not None:
-                    budget = memory_budget.Budget(request.budget_bytes, str(request.case.get("name", "")))
-                    budget.apply()
-                    BUDGET[:] = [budget]
+                budget = memory_budget.applied(request.budget_bytes, str(request.case.get("name", "")), BUDGET)
                 launches = LaunchCounter.total()
                 if isinstance(request, protocol.TimeRequest):
                     reply, blob = self._time(request, case)
-                    if budget is not None:
-                        reply = reply.model_copy(update={"peak_bytes": max(budget.peak() - timing.L2Flusher.size(), 0)})
+                    peak = max(budget.peak() - timing.L2Flusher.size(), 0) if budget else None
+                    reply = reply.model_copy(update={"peak_bytes": peak})
                 elif isinstance(request, protocol.WarmRequest):
                     reply = self._warm(budget)
                 elif isinstance(request, protocol.ProfileRequest):

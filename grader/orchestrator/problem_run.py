@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from grader import kernel_cache, protocol
-from grader.judge import performance, round_checks, scoring
+from grader.judge import performance, round_checks
 from grader.judge.checks import case_label, check_call, profiled_kernel_check
-from grader.orchestrator import compile_aside, first_calls, gpu_lease, profiles, timed_shapes, trace
+from grader.orchestrator import compile_aside, first_calls, gpu_lease, problem_result, profiles, timed_shapes, trace
 from grader.orchestrator.options import GradeOptions
 from grader.orchestrator.problem_clock import ProblemClock
 from grader.problems import REGISTRY
@@ -362,7 +362,7 @@ class ProblemRun:
             timed_shapes.check_timed_rounds(self)
             self.phases.checks_s = time.monotonic() - started
             perf = performance.score(self.problem, perf, self.gpu_name)
-        result = self._result(self.cases, tests, perf, time.monotonic() - self.started - self.waited)
+        result = problem_result.build(self, tests, perf, time.monotonic() - self.started - self.waited)
         result.profile = self.profiled
         return result
 
@@ -386,31 +386,3 @@ class ProblemRun:
         wanted = self.options.time_performance or self.options.profile
         timed_here = self.device == "cuda" and wanted and bool(self.problem.benchmarks)
         return timed_here and self.clean(tests) and self.unwarmed is None
-
-    def _result(
-        self, cases: list[Case], tests: list[TestResult], performance: Performance, duration: float
-    ) -> ProblemResult:
-        scoring.assign_case_points(self.problem, cases, tests, cheat=self.cheat)
-        if self.cheat:
-            name = f"{self.problem.name}: kernel check"
-            tests.append(TestResult(name=name, status="failed", score=0, max_score=0, message=self.cheat))
-        result = ProblemResult(
-            name=self.problem.name,
-            title=self.problem.title,
-            writeup_section=self.problem.writeup_section,
-            score=0.0,
-            max_score=self.problem.max_score,
-            status="skipped",
-            message=self.cheat or self.fatal or ("" if tests else self.ungradable or ""),
-            tests=tests,
-            performance=performance,
-            output="\n".join(self.output),  # bounded by the record (grader/records/text.py)
-            duration_s=round(duration, 3),
-            kernel_check=self.cheat,
-            phases=Phases(**{k: round(v, 3) for k, v in self.phases.model_dump().items()}),
-            contended=self.contended,
-            ungradable=self.ungradable,
-        )
-        if not cases:
-            result.message = f"no {'GPU' if self.device == 'cuda' else 'CPU'} cases: not yet part of the assignment"
-        return scoring.finish_problem(result, fatal=self.fatal is not None)

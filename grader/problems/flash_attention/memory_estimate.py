@@ -9,12 +9,8 @@ budget: Nq x Nk matrices (S, P, dP, dS) held for many heads at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
 from grader.problems.flash_attention.case import AttentionCase
-from grader.problems.memory_estimate import Allocation, Estimate, estimate, gib
+from grader.problems.memory_estimate import Allocation, Estimate, gib
 from grader.spec.model import Case
 
 WRITEUP = "the write-up's section on the memory budget (assignment/README.md, 4. FlashAttention-2)"
@@ -38,10 +34,3 @@ def over_budget_hint(case: Case, result: Estimate) -> str:
         f"the peak: {result.largest()}. Recompute P from L tile by tile (a Triton backward holds none), or "
         f"overwrite in place (P in S's memory, dS in dP's) and loop over fewer heads at a time; see {WRITEUP}"
     )
-
-
-def estimate_peak_bytes(fn: Callable[..., Any], case: Case, submission: Path | None = None) -> Estimate:
-    """The estimated peak of one forward + backward of `fn` at benchmark `case` (meta tensors)."""
-    from grader.problems import REGISTRY  # the registry imports this package
-
-    return estimate(REGISTRY["flash_attention"], fn, case, submission)

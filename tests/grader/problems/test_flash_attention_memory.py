@@ -12,7 +12,8 @@ import pytest
 
 from grader.loading import load_function
 from grader.problems.flash_attention.case import AttentionCase
-from grader.problems.flash_attention.memory_estimate import estimate_peak_bytes, score_matrices
+from grader.problems.flash_attention.memory_estimate import score_matrices
+from grader.problems.flash_attention.peak import estimate_peak_bytes
 from grader.problems.memory_estimate import GIB
 from grader.spec.load import load_assignment
 
