@@ -5,8 +5,10 @@ runs the problem's own calls (the submission imported, each correctness call, th
 the benchmark shapes, each timed request). Nothing else is charged: the worker's start-up imports
 (Python, PyTorch, Triton: the machine's time), the grader's own work between calls (inputs,
 float64 expected outputs, checks), another problem's calls before this one's, and the waits for
-the GPU's lease or for a compile made aside during a call (`excuse`). A time-out then means the
-submission's own calls took the limit, and `account` says which of them took it.
+the GPU's lease or for a compile made aside during a call (`excuse`), and the worker's waits for a
+CPU that other processes held (`starved`, from Linux's scheduler statistics: CI's two cores shared
+by two test processes once stretched an honest interpreted softmax past its limit). A time-out then
+means the submission's own calls took the limit, and `account` says which of them took it.
 
 Before this clock, the limit was a wall-clock deadline fixed when the problem began, pushed back
 by the waits the grader knew of; a worker spawned at the grading's start then had its imports'
@@ -20,6 +22,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from grader.sandbox import cpu_wait
+
 
 class ProblemClock:
     """The seconds a problem's own calls have taken, by what took them, against its limit."""
@@ -32,6 +36,13 @@ class ProblemClock:
         self._left_then = 0.0  # what was left of the limit when it began
         self._excused = 0.0  # waits inside it that are not the problem's (pushed onto its deadline)
         self._label = ""
+        #: the worker process whose waits for a CPU are excused (set while it runs)
+        self.pid: int | None = None
+        #: seconds of CPU waits excused over the problem: at most its limit, so that a worker that
+        #: somehow crowds itself cannot run for ever (its wall time stays within twice the limit)
+        self.cpu_excused = 0.0
+        self._cpu_first: cpu_wait.CpuSample | None = None
+        self._cpu_taken = 0.0  # of the request being charged
 
     @property
     def used(self) -> float:
@@ -57,9 +68,11 @@ class ProblemClock:
             return
         self._left_then, self._excused, self._label = self.left(), 0.0, label
         self._since = time.monotonic()
+        self._cpu_first, self._cpu_taken = (None if self.pid is None else cpu_wait.sample(self.pid)), 0.0
         try:
             yield
         finally:
+            self.starved()
             elapsed = max(time.monotonic() - self._since - self._excused, 0.0)
             self.spent[label] = self.spent.get(label, 0.0) + elapsed
             self._since = None
@@ -70,6 +83,24 @@ class ProblemClock:
         if self._since is not None and seconds > 0:
             self._excused += seconds
 
+    def starved(self) -> float:
+        """Excuse what the request being charged has waited for a CPU since the last ask (see
+        `cpu_wait`); the seconds newly excused, which push its deadline back. Asked while a call
+        waits for its reply, and once as the charge ends."""
+        if self._since is None or self._cpu_first is None or self.pid is None:
+            return 0.0
+        now = cpu_wait.sample(self.pid)
+        if now is None:
+            return 0.0
+        total = cpu_wait.excusable(time.monotonic() - self._since, self._cpu_first, now)
+        more = min(total - self._cpu_taken, self.limit - self.cpu_excused)
+        if more <= 0:
+            return 0.0
+        self._cpu_taken += more
+        self.cpu_excused += more
+        self._excused += more
+        return more
+
     def account(self, most: int = 4) -> str:
         """Where the problem's own time went, largest first: what a time-out message says."""
         parts = sorted(self.spent.items(), key=lambda item: -item[1])
@@ -77,7 +108,10 @@ class ProblemClock:
         rest = sum(seconds for _, seconds in parts[most:])
         if rest >= 0.05:
             said.append(f"the rest {rest:.1f} s")
-        return f"its own calls took {self.used:.1f} s of it ({', '.join(said) or 'none'})"
+        waited = ""
+        if self.cpu_excused >= 0.05:
+            waited = f"; {self.cpu_excused:.1f} s waiting for a CPU others held was not charged"
+        return f"its own calls took {self.used:.1f} s of it ({', '.join(said) or 'none'}{waited})"
 
     def ran_out(self, what: str) -> str:
         """The time-out message: the limit, what was running, where the time went."""

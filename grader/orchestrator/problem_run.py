@@ -83,18 +83,20 @@ class ProblemRun:
         self.gpu_name = ""
 
     @contextmanager
-    def gpu_hold(self) -> Iterator[Waiting | None]:
+    def gpu_hold(self) -> Iterator[Waiting]:
         """Hold the GPU's lease (nothing on the CPU); the wait is this problem's `gpu_wait_s`. Yields
-        what the call's waits for its worker ask: whether to step aside for a timer."""
+        what the call's waits for its worker ask: whether to step aside for a timer, and how long the
+        worker waited for a CPU others held (`ProblemClock.starved`)."""
         if self.lease is None:
-            yield None
+            yield self.clock.starved
             return
         asked = time.monotonic()
         with self.lease.shared() as hold:
             self._waited(time.monotonic() - asked)
             self.hold = hold
+            step_aside = hold.waiting(self.pause, self._resume, self._waited)
             try:
-                yield hold.waiting(self.pause, self._resume, self._waited)
+                yield lambda: step_aside() + self.clock.starved()
             finally:
                 self.hold = None
 
@@ -116,6 +118,7 @@ class ProblemRun:
             self.spawned_at, p = time.monotonic(), self.problem
             args = (self.config, self.submission, p.name, p.module, p.function, self.kernel_slot)
             self.worker = WorkerProcess(*args, extra_args=("--compile-aside",) if self.aside else ())
+            self.clock.pid = self.worker.proc.pid if self.worker.proc is not None else None
             self.isolation = self.worker.isolation
             if self.aside is not None and not self.worker.seeded:  # cold kernels: it will ask
                 self.aside.start_soon()
@@ -148,7 +151,8 @@ class ProblemRun:
         started, waited = time.monotonic(), self.phases.gpu_wait_s
         try:
             with self.clock.charging("worker start (the submission imported)"):
-                greeting = self.worker.wait_ready(self.deadline, waiting, compile_aside.asked_by(self))
+                waits = waiting or self.clock.starved
+                greeting = self.worker.wait_ready(self.deadline, waits, compile_aside.asked_by(self))
         finally:  # a step aside for a timer meanwhile is the GPU's wait, not the worker's start
             self.phases.worker_start_s += time.monotonic() - started - (self.phases.gpu_wait_s - waited)
         if isinstance(greeting, protocol.Ready):
@@ -177,6 +181,7 @@ class ProblemRun:
             if text:
                 self.output.append(text)
             self.worker = None
+            self.clock.pid = None
 
     @cached_property
     def reference(self) -> Callable[..., Any]:

@@ -77,7 +77,7 @@ def call(
             bound = time.monotonic() + windows.REQUEST_LIMIT_S
             bound = run.deadline if isinstance(request, protocol.ProfileRequest) else min(run.deadline, bound)
             reply, blob = run.worker.call(
-                request, b"", bound, performance.MAX_TIMING_BLOB, None, compile_aside.asked_by(run)
+                request, b"", bound, performance.MAX_TIMING_BLOB, run.clock.starved, compile_aside.asked_by(run)
             )
         payload = protocol.unpack_tensors(blob) if blob else {}
     except WorkerTimeout:
