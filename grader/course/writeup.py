@@ -1,6 +1,6 @@
 """The write-up's tables, generated from the spec: `grader writeup [--check]`.
 
-assignment/README.md quotes the spec (points, time limits, tolerances, thresholds, forbidden ops,
+assignment/README.md quotes the spec (points, time limits, tolerances, thresholds, the kernel rule's allow-list,
 cases and benchmark shapes). Hand-copied numbers drifted: one problem's limit read 420 s against the
 spec's 600, one problem listed 5 of its 9 forbidden ops. Each such table now sits between two markers,
 
@@ -64,7 +64,7 @@ def render_block(name: str, spec: Assignment) -> str:
     """The text of one block (without its markers), ending in a newline."""
     macros = _macros()
     kind, _, problem = name.partition(":")
-    if kind in ("points", "limits", "thresholds", "forbidden", "gradescope"):
+    if kind in ("points", "limits", "thresholds", "kernel_rule", "gradescope"):
         text = str(getattr(macros, kind)(spec))
     elif kind in ("cases",) and problem in [p.name for p in spec.problems]:
         text = str(macros.cases(spec.problem(problem)))

@@ -20,7 +20,7 @@ import torch
 from grader import protocol
 from grader.harness import gpu_compile
 from grader.harness.recording import CompiledAsEager, Recording, compiled_events
-from grader.harness.watch import GUARD, PROFILER, LaunchCounter
+from grader.harness.watch import GUARD, LAUNCH, PROFILER, LaunchCounter
 from grader.problems.base import CallOutput, ProblemKind, output_facts
 from grader.spec import op_names
 from grader.spec.model import Case
@@ -59,24 +59,49 @@ def _summed_up(record: dict[str, Any], names: list[str], kernels: list[str], lau
     record["graph_launches"] = sum(1 for n in names if n.startswith(GRAPH_LAUNCHES))
 
 
-def _inside(events: list[Any], within: str) -> list[str]:
-    """The names of the events that start inside one of the ranges named `within`, on any thread
-    (the profiler stamps every thread with one clock): a timed chunk's calls, not the harness's
+def _inside(events: list[Any], within: str) -> list[Any]:
+    """The CPU events that start inside one of the ranges named `within`, on any thread (the
+    profiler stamps every thread with one clock): a timed chunk's calls, not the harness's
     refills and flushes between them."""
     p = PROFILER
     # the CPU's ranges only: on a GPU the profiler also records each range's span of GPU time
     # under the same name, which runs on past the call, over the harness's work after it
-    spans = sorted(
-        (p.start_ns(e), p.end_ns(e)) for e in events if p.name(e) == within and p.device_type(e) != p.cuda_device
-    )
+    spans = sorted((p.start_ns(e), p.end_ns(e)) for e in events if p.name(e) == within)
     starts = [s for s, _ in spans]
-    names = []
+    kept = []
     for e in events:
         start = p.start_ns(e)
         i = bisect.bisect_right(starts, start) - 1
-        if i >= 0 and start <= spans[i][1] and p.name(e) != within and p.device_type(e) != p.cuda_device:
-            names.append(p.name(e))
-    return names
+        if i >= 0 and start <= spans[i][1] and p.name(e) != within:
+            kept.append(e)
+    return kept
+
+
+#: what Triton's interpreter dispatches inside every launch on a CPU that the allow-list does not
+#: name (it also allocates, copies and slices, which the list allows)
+INTERPRETER_OWN = frozenset({"aten::set_"})
+
+
+def judged(events: list[Any], within: str | None = None) -> list[str]:
+    """The names of the CPU events the kernel rule judges: those inside a range named `within`
+    (if given), but not the interpreter's own `set_` inside a Triton launch on the same thread.
+    Nothing else inside a launch is exempt: a launch runs submission code too (a grid function,
+    an autotuner's hook, an argument's `data_ptr`), and an op there is judged as anywhere else."""
+    p = PROFILER
+    cpu = [e for e in events if p.device_type(e) != p.cuda_device]
+    launches: dict[int, list[tuple[int, int]]] = {}
+    for e in cpu:
+        if p.name(e) == LAUNCH:
+            launches.setdefault(p.thread(e), []).append((p.start_ns(e), p.end_ns(e)))
+    kept = []
+    for e in cpu if within is None else _inside(cpu, within):
+        start, name = p.start_ns(e), p.name(e)
+        if name == LAUNCH:
+            continue
+        if name in INTERPRETER_OWN and any(s < start <= end for s, end in launches.get(p.thread(e), ())):
+            continue
+        kept.append(name)
+    return kept
 
 
 @contextmanager
@@ -126,7 +151,7 @@ def profiled(record: dict[str, Any], device: str, within: str | None = None) -> 
             GUARD.flag("the profiler (op recording switched off during the call)")
         _summed_up(
             record,
-            names if within is None else _inside(events, within),
+            judged(events, within),
             sorted({p.name(e) for e in events if p.device_type(e) == p.cuda_device})[:50],
             start,
         )

@@ -39,25 +39,31 @@ _getprofile, _setprofile, _gettrace, _settrace = sys.getprofile, sys.setprofile,
 # -- launch counting ----------------------------------------------------------------------------
 
 _WRAPPER = """
-def make(original, counter, inside):
+def make(original, counter, inside, watching, span, label):
     def run(self, *args, **kwargs):
         if not kwargs.get("warmup", False):
             counter[0] += 1
         inside[0] += 1
         try:
-            return original(self, *args, **kwargs)
+            if not watching[0]:
+                return original(self, *args, **kwargs)
+            with span(label):
+                return original(self, *args, **kwargs)
         finally:
             inside[0] -= 1
     return run
 
-def make_getitem(original, counter, inside):
+def make_getitem(original, counter, inside, watching, span, label):
     def __getitem__(self, grid):
         runner = original(self, grid)
         def launch(*args, **kwargs):
             counter[0] += 1
             inside[0] += 1
             try:
-                return runner(*args, **kwargs)
+                if not watching[0]:
+                    return runner(*args, **kwargs)
+                with span(label):
+                    return runner(*args, **kwargs)
             finally:
                 inside[0] -= 1
         return launch
@@ -70,6 +76,10 @@ def make_launcher_call(original, counter, inside):
         return original(self, *args, **kwargs)
     return __call__
 """
+
+
+#: the profiler range each Triton launch runs in while a call is watched
+LAUNCH = "grader: a Triton launch"
 
 
 class LaunchCounter:
@@ -109,8 +119,11 @@ class LaunchCounter:
             pass
         namespace: dict[str, Any] = {"__builtins__": {}}
         exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
+        # while a call is watched, each launch is a profiler range: the ops inside it (the
+        # interpreter's own, on a CPU) are Triton's, not the submission's (`calls.judged_ops`)
+        watched = (Recording.watching, torch.autograd.profiler.record_function, LAUNCH)
         for klass in targets:
-            klass.run = namespace["make"](klass.run, cls._counter, cls._inside)
+            klass.run = namespace["make"](klass.run, cls._counter, cls._inside, *watched)
         launcher = cuda_launcher()
         if launcher is not None:
             launcher.__call__ = namespace["make_launcher_call"](launcher.__call__, cls._counter, cls._inside)
@@ -118,7 +131,9 @@ class LaunchCounter:
             from triton.compiler.compiler import CompiledKernel
         except ImportError:  # pragma: no cover - Triton laid out otherwise
             return
-        CompiledKernel.__getitem__ = namespace["make_getitem"](CompiledKernel.__getitem__, cls._counter, cls._inside)
+        CompiledKernel.__getitem__ = namespace["make_getitem"](
+            CompiledKernel.__getitem__, cls._counter, cls._inside, *watched
+        )
 
 
 def cuda_launcher() -> type | None:
@@ -359,6 +374,7 @@ class _Profiler:
             self.events, self.trace_start = _ProfilerResult.events, getattr(_ProfilerResult, "trace_start_ns", None)
             self.name, self.device_type = _KinetoEvent.name, _KinetoEvent.device_type
             self.start_ns, self.end_ns = _KinetoEvent.start_ns, _KinetoEvent.end_ns
+            self.thread = _KinetoEvent.start_thread_id
             self.duration_ns = _KinetoEvent.duration_ns
             self.direct = True
         except (ImportError, AttributeError, TypeError):  # pragma: no cover - a PyTorch without them

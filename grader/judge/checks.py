@@ -249,24 +249,24 @@ def kernel_check(
     events of torch.compile'd code that ran compiled in the watched part, where the watch runs
     it eagerly, and the marks of other generated code (`grader.harness.generated_code`): its
     kernels are Inductor's or PyTorch's, not the student's, and their ops are unseen.
-    `submission`, where known, is read for the lines that likely run a forbidden op.
+    `submission`, where known, is read for the lines that likely run an op the rule does not allow.
     `graph_launches` counts CUDA graph replays in the watched part: the kernels a graph runs were
     captured before the call, so neither the ops nor the launches seen stand for them.
     """
-    used = op_names.forbidden_in(aten_ops, problem.forbidden_ops)
+    used = op_names.not_allowed(aten_ops, problem.rule.allowed_ops)
     if used:
         sites = op_call_sites(submission, used) if submission is not None else []
         where = f" (likely at {', '.join(sites)})" if sites else ""
         return (
-            f"called the PyTorch op(s) {', '.join(used)} in case {case.name}{where}: {problem.title} must be "
-            f"computed by your own Triton kernel"
+            f"called the PyTorch op(s) {', '.join(used)} in case {case.name}{where}, which the kernel rule does "
+            f"not allow: {problem.rule.rule}"
         )
     if compiled:
         return (
             f"ran compiled PyTorch code in case {case.name} ({compiled[0]}): torch.compile'd code runs "
             f"eagerly there unless torch.compiler's stance was changed; TorchScript's fused groups and NNC "
             f"code, code Inductor generated past torch.compile, AOTInductor's models and jiterator's kernels "
-            f"are not allowed; {problem.title} must be computed by your own Triton kernel"
+            f"are not allowed: {problem.rule.rule}"
         )
     if graph_launches:
         return (

@@ -3,7 +3,7 @@
 A spec edited under the same version (one problem's correctness points from 10 to 20, a new hidden
 case) must not leave old grades standing silently. Splitting the hash tells the two kinds of
 change apart: points, case weights and thresholds only re-score the stored per-case results;
-anything else in a graded problem (its cases, tolerances, forbidden ops, time limit, benchmark
+anything else in a graded problem (its cases, tolerances, time limit, benchmark
 shapes, module and function) or outside the problems (a table such as [environment]) means the
 verdicts themselves may differ, so the submission is graded again.
 

@@ -1,4 +1,5 @@
-"""Where in a submission's files a forbidden PyTorch op is likely called: the kernel check's "file:line".
+"""Where in a submission's files a PyTorch op the kernel rule does not allow is likely called: the
+kernel check's "file:line".
 
 The profiler names the aten op a call ran (`aten::softmax`), not the line that ran it: the Python
 stack of every op would cost each correctness call a stack walk per op. The op's name, though,
@@ -24,6 +25,9 @@ _ALSO = {
     "_scaled_dot_product_flash_attention": {"scaled_dot_product_attention"},
     "_scaled_dot_product_efficient_attention": {"scaled_dot_product_attention"},
 }
+#: arithmetic operators and the aten ops they run on tensors: named only where no call names the op
+#: (`grid = (B * H,)` multiplies Python ints)
+_OPERATORS = {ast.Mult: "mul", ast.Add: "add", ast.Sub: "sub", ast.Div: "div", ast.Pow: "pow", ast.MatMult: "matmul"}
 MAX_SITES = 5
 MAX_FILES = 200
 
@@ -49,6 +53,7 @@ def op_call_sites(submission: Path, ops: list[str]) -> list[str]:
     """`file:line` of the calls in the submission that likely run one of `ops` (at most MAX_SITES)."""
     names = _spellings(ops)
     sites: list[str] = []
+    operators: list[str] = []
     for path in sorted(submission.rglob("*.py"))[:MAX_FILES]:
         try:
             tree = ast.parse(path.read_bytes())
@@ -65,6 +70,10 @@ def op_call_sites(submission: Path, ops: list[str]) -> list[str]:
                 called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                 called = "@"
+            elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _OPERATORS:
+                if _OPERATORS[type(node.op)] in names:
+                    operators.append(f"{rel}:{node.lineno}")
             if called in names:
                 sites.append(f"{rel}:{node.lineno}")
-    return sorted(set(sites), key=lambda s: (s.split(":")[0], int(s.split(":")[1])))[:MAX_SITES]
+    found = sites or operators
+    return sorted(set(found), key=lambda s: (s.split(":")[0], int(s.split(":")[1])))[:MAX_SITES]

@@ -308,6 +308,8 @@ class ProblemRun:
                     if not passed:
                         status, message = "failed", f"call {repeat + 1} of {case.repeats}: {text}"
                         break
+                if self.cheat and not stop_reason:  # the problem scores 0 whatever the other cases give
+                    stop_reason = f"the kernel rule was broken in case {case.name}, so the problem scores 0"
             tests.append(
                 TestResult(
                     name=f"{self.problem.name}: {case.name}",

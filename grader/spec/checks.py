@@ -1,7 +1,7 @@
-"""Checks of the spec that need PyTorch: forbidden ops that exist, case sizes that can run.
+"""Checks of the spec that need PyTorch: allowed ops that exist, case sizes that can run.
 
-Pydantic checks each field's type; these check what the values mean. A typo in forbidden_ops
-(`aten::mmx`) matches no profiled op and silently switches that check off; a CPU case of 10^11
+Pydantic checks each field's type; these check what the values mean. A typo in allowed_ops
+(`aten::veiw`) matches no profiled op and fails every honest call that makes a view; a CPU case of 10^11
 elements would run for days in Triton's interpreter (or exhaust memory) before anything says so.
 Both are refused at load time, with the problem by name and the limit.
 """
@@ -15,7 +15,7 @@ import torch
 
 from grader.problems import REGISTRY
 from grader.problems.base import TORCH_DTYPES
-from grader.spec.model import Case, Problem
+from grader.spec.model import Case, KernelRule, Problem
 
 #: elements a case may move at most (inputs read and outputs written, from its problem's `work`):
 #: the CPU suite runs in Triton's interpreter; the GPU limit is far above every benchmark (5.4e8)
@@ -65,11 +65,10 @@ def oversized(problem_name: str, case: Case, suite: str) -> str | None:
     )
 
 
-def problems_errors(problems: list[Problem]) -> list[str]:
-    """Every semantic error of the problems, each located as problems[name].key."""
-    errors = []
+def problems_errors(problems: list[Problem], rule: KernelRule) -> list[str]:
+    """Every semantic error of the kernel rule and the problems, each located as table.key."""
+    errors = [f"kernel_rule.allowed_ops: {m}" for m in unknown_ops(rule.allowed_ops)]
     for problem in problems:
-        errors += [f"problems[{problem.name}].forbidden_ops: {m}" for m in unknown_ops(problem.forbidden_ops)]
         for case in problem.cases:
             found = oversized(problem.name, case, case.suite)
             if found:

@@ -116,7 +116,7 @@ def load_assignment(path: Path | str = DEFAULT_SPEC, hidden: Path | str | None |
         assignment = Assignment.model_validate({**data, "problems": built})
     except ValidationError as exc:
         raise SpecError(_format_errors(path, exc, names=[str(p.get("name", i)) for i, p in enumerate(built)])) from None
-    errors = problems_errors(assignment.problems)
+    errors = problems_errors(assignment.problems, assignment.kernel_rule)
     if errors:
         raise SpecError("\n".join([f"{path}: invalid assignment spec", *(f"  - {e}" for e in errors)]))
     return assignment

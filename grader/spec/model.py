@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from grader import ROOT
 
@@ -121,11 +121,19 @@ class Problem(Strict):
     writeup_section: str
     points: Points
     time_limit_s: float = Field(gt=0)
-    forbidden_ops: list[str] = Field(default_factory=list)
     tolerance: dict[str, dict[DType, Tolerance]]
     thresholds: Thresholds = Field(default_factory=Thresholds)
     cases: list[Case] = Field(default_factory=list)
     benchmarks: list[Case] = Field(default_factory=list)
+    #: the assignment's kernel rule (`KernelRule`), given to each problem as the spec loads
+    _rule: KernelRule | None = PrivateAttr(default=None)
+
+    @property
+    def rule(self) -> KernelRule:
+        """What a watched call may dispatch besides the submission's own Triton kernels."""
+        if self._rule is None:
+            raise SpecError(f"problem {self.name!r} was made outside an assignment: it has no kernel rule")
+        return self._rule
 
     @model_validator(mode="after")
     def _budgets(self) -> Problem:
@@ -160,6 +168,32 @@ class Problem(Strict):
     @property
     def max_score(self) -> float:
         return self.points.correctness + self.points.performance
+
+
+#: the allow-list's size at most: a list that grows past it is turning back into a deny-list
+MAX_ALLOWED_OPS = 40
+
+
+class KernelRule(Strict):
+    """What a problem's watched call (its forward) may run besides the submission's own Triton
+    kernels: one allow-list, the same for every problem (docs/defenses.md, "The kernel rule").
+
+    `allowed_ops` are PyTorch operators by their `aten::` names, in place variants by their own
+    (`aten::fill_`): allocation, views, copies and casts. Anything else the call dispatches (every
+    computing op, every other namespace's, an op of an allowed op's own making included) fails the
+    call, naming the op; `rule` is the sentence the write-up and every such message quote.
+    """
+
+    rule: str
+    allowed_ops: list[str] = Field(min_length=1, max_length=MAX_ALLOWED_OPS)
+
+    @field_validator("allowed_ops")
+    @classmethod
+    def _aten_names(cls, value: list[str]) -> list[str]:
+        bad = [op for op in value if not op.startswith("aten::")]
+        if bad or len(set(value)) != len(value):
+            raise ValueError(f"must be distinct aten:: op names (got {bad or 'a repeated name'})")
+        return value
 
 
 class AssignmentInfo(Strict):
@@ -257,11 +291,14 @@ class Service(Strict):
 class Assignment(Strict):
     assignment: AssignmentInfo
     environment: Environment
+    kernel_rule: KernelRule
     problems: list[Problem]
     service: Service = Field(default_factory=Service)
 
     @model_validator(mode="after")
     def _unique(self) -> Assignment:
+        for p in self.problems:
+            p._rule = self.kernel_rule
         names = [p.name for p in self.problems]
         if len(set(names)) != len(names):
             raise ValueError(f"problem names must be unique, got {names}")

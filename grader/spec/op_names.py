@@ -1,13 +1,13 @@
-"""Which recorded op names stand for PyTorch computing, in one place for the worker's recording
+"""Which recorded op names the kernel rule reads, in one place for the worker's recording
 (grader/harness/calls.py keeps them) and the trusted kernel check (grader/judge/checks.py).
 
-A problem lists its forbidden ops by their `aten::` names. The profiler records an in-place call
-under its own name (`aten::tanh_` for `x.tanh_()`), and PyTorch has operator namespaces besides
-`aten` (its compute libraries': `mkldnn::_linear_pointwise` is a matmul with a fused GeLU,
-`prepacked::linear_clamp_run` XNNPACK's linear; `quantized::`, `prims::`, `inductor::`...), which
-no `aten::` list can name: both are matched here, so that the list means the computation, not a
-spelling of it. The worker records an op of any namespace PyTorch registered (not the submission's
-own, `torch.library.custom_op("mylib::...")`); every one outside `aten` is forbidden.
+The rule is an allow-list (`KernelRule.allowed_ops`): a watched call may dispatch allocation, views,
+copies and casts, named one by one, and nothing else. An op is allowed by its exact recorded name:
+an in-place spelling (`aten::tanh_`), a `_foreach_` or `special_` variant, an op of another of
+PyTorch's namespaces (`mkldnn::_linear_pointwise`, `prepacked::linear_clamp_run`) is simply not on
+the list, so no rule about spellings or namespaces is needed. The worker records an op of any
+namespace PyTorch registered (not the submission's own `torch.library.custom_op("mylib::...")`,
+whose body runs PyTorch's ops, which are recorded).
 """
 
 from __future__ import annotations
@@ -30,24 +30,7 @@ def recorded(name: str, namespaces: Iterable[str]) -> bool:
     return bool(sep) and (space == "aten" or (space in namespaces and space not in NOT_COMPUTING))
 
 
-#: spellings of an op that compute it all the same: over a list of tensors at once (one fused kernel
-#: on a GPU, `torch._foreach_tanh`), and `torch.special`'s names (`special_erf` is `erf`)
-VARIANT_PREFIXES = ("_foreach_", "special_")
-
-
-def base(op: str) -> str:
-    """The op a recorded name computes: `aten::tanh_` (in place) and `aten::_foreach_tanh_` are
-    `aten::tanh`, `aten::special_expm1` is `aten::expm1` (`aten::__iand__` stays)."""
-    space, sep, name = op.partition("::")
-    if name.endswith("_") and not name.endswith("__"):
-        name = name[:-1]
-    for prefix in VARIANT_PREFIXES:
-        name = name.removeprefix(prefix)
-    return f"{space}{sep}{name}"
-
-
-def forbidden_in(ops: Iterable[str], forbidden: Iterable[str]) -> list[str]:
-    """The recorded `ops` that compute what `forbidden` names, in place or out of it, or in one of
-    PyTorch's other namespaces (the worker records only PyTorch's)."""
-    listed = set(forbidden)
-    return [op for op in ops if op in listed or base(op) in listed or not op.startswith("aten::")]
+def not_allowed(ops: Iterable[str], allowed: Iterable[str]) -> list[str]:
+    """The recorded `ops` the allow-list does not name, in their order, each once."""
+    listed = set(allowed)
+    return list(dict.fromkeys(op for op in ops if op not in listed))

@@ -31,6 +31,31 @@ def test_profiled_records_ops_run_on_other_threads() -> None:
     assert "aten::gelu" in record["aten_ops"] and record["triton_launches"] == 0
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="Triton's interpreter runs the launch on a CPU")
+def test_the_interpreters_own_ops_inside_a_launch_are_not_judged_but_a_grid_functions_are() -> None:
+    """The interpreter runs `set_` (off the allow-list) inside every launch: not the submission's.
+    A grid function is the submission's code running inside the launch: its op is judged."""
+    from tests.grader.harness.kernel_support import double
+
+    watch.arm()
+    x = torch.randn(64)
+    y = torch.empty_like(x)
+    record: dict[str, Any] = {}
+    with calls.profiled(record, "cpu"):
+        double[(1,)](x, y, 64, B=64)
+    assert "aten::set_" not in record["aten_ops"] and record["triton_launches"] == 1
+    assert torch.equal(y, 2 * x)
+
+    def grid(meta: dict[str, Any]) -> tuple[int]:
+        y.copy_(torch.tanh(x))  # computed in PyTorch inside the launch
+        return (1,)
+
+    record = {}
+    with calls.profiled(record, "cpu"):
+        double[grid](x, y, 64, B=64)
+    assert "aten::tanh" in record["aten_ops"] and "aten::set_" not in record["aten_ops"]
+
+
 def test_profiled_notices_a_profiler_switched_off(clean_guard: watch.Guard) -> None:
     record: dict[str, Any] = {}
     with calls.profiled(record, "cpu"):
@@ -228,7 +253,7 @@ def test_the_compiled_kernels_launcher_is_counted_too() -> None:
     watch.LaunchCounter.install()
     getitem = CompiledKernel.__getitem__
     assert getitem.__name__ == "__getitem__" and "grader" not in str(getitem.__globals__.keys())
-    assert getitem.__code__.co_freevars == ("counter", "inside", "original")
+    assert set(getitem.__code__.co_freevars) == {"counter", "inside", "label", "original", "span", "watching"}
 
 
 @pytest.mark.gpu

@@ -42,20 +42,23 @@ def test_threshold_errors_name_the_problem(tmp_path: Path) -> None:
     assert "problems[gelu].thresholds" in message and "problems.0" not in message
 
 
-def test_a_forbidden_op_that_does_not_exist_is_refused(tmp_path: Path) -> None:
-    message = error_of(edited(tmp_path, '"aten::gelu", ', '"aten::gelux", '))
-    assert (
-        "problems[gelu].forbidden_ops" in message
-        and "'aten::gelux'" in message
-        and "did you mean aten::gelu" in message
-    )
+def test_an_allowed_op_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    message = error_of(edited(tmp_path, '"aten::view", ', '"aten::veiw", '))
+    assert "kernel_rule.allowed_ops" in message and "'aten::veiw'" in message and "did you mean aten::view" in message
 
 
-def test_every_forbidden_op_of_the_real_spec_exists() -> None:
+def test_an_allow_list_of_another_namespace_or_past_its_cap_is_refused(tmp_path: Path) -> None:
+    assert "must be distinct aten:: op names" in error_of(edited(tmp_path / "a", '"aten::view", ', '"mkldnn::view", '))
+    many = ", ".join(f'"aten::op{i}"' for i in range(41))
+    assert "kernel_rule.allowed_ops" in error_of(edited(tmp_path / "b", '"aten::view", ', f"{many}, "))
+
+
+def test_every_allowed_op_of_the_real_spec_exists() -> None:
     ops = aten_ops()
     assert {"aten::gelu", "aten::mul", "aten::mm"} <= ops and "aten::mul.Tensor" not in ops
     spec = load_assignment(DEFAULT_SPEC)
-    assert [m for p in spec.problems for m in unknown_ops(p.forbidden_ops)] == []
+    assert unknown_ops(spec.kernel_rule.allowed_ops) == []
+    assert all(p.rule is spec.kernel_rule for p in spec.problems)
 
 
 def test_an_absurd_case_size_is_refused_with_the_limit(tmp_path: Path) -> None:

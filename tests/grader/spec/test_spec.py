@@ -23,6 +23,10 @@ triton = "3.6.0"
 numpy = "<2.4"
 allowed_imports = ["torch", "triton", "numpy"]
 
+[kernel_rule]
+rule = "allocate, view, copy, launch"
+allowed_ops = ["aten::empty", "aten::view"]
+
 [[problems]]
 name = "gelu"
 title = "GeLU"
