@@ -76,7 +76,7 @@ def _again(runs: list[ProblemRun], i: int, failed: BaseException) -> list[TestRe
     error beside others, a worker that could not start); a second failure makes it ungradable."""
     old = runs[i]
     old.close()
-    runs[i] = run = ProblemRun(old.problem, old.submission, old.device, old.options, old.config, old.sha256)
+    runs[i] = run = old.fresh()
     tests = _checked(run)
     if isinstance(tests, list):
         run.output.append(f"--- grader ---\ngraded again after the grader's own failure: {_said(failed)}")

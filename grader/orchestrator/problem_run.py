@@ -82,6 +82,10 @@ class ProblemRun:
         self.profiled: list[ShapeProfile] = []
         self.gpu_name = ""
 
+    def fresh(self) -> ProblemRun:
+        """A new run of the same problem, submission and options, nothing of this one's state."""
+        return ProblemRun(self.problem, self.submission, self.device, self.options, self.config, self.sha256)
+
     @contextmanager
     def gpu_hold(self) -> Iterator[Waiting]:
         """Hold the GPU's lease (nothing on the CPU); the wait is this problem's `gpu_wait_s`. Yields

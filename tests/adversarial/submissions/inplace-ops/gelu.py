@@ -1,7 +1,7 @@
 """Attack: a token Triton launch, then GeLU with in-place PyTorch ops (`tanh_`, `mul_`, `pow_`),
 which the profiler records under their own names (`aten::tanh_`): a deny-list naming `aten::tanh`
 missed them; the allow-list names no in-place op but `fill_`, `zero_` and `copy_`. Its honest twin
-(CHEAT = False) copies the Triton kernel's output in place into a fresh tensor (`copy_`, allowed).
+(CHEAT = False) copies the Triton kernel's output in place into a fresh tensor (`copy_`, allowed)."""
 
 import torch
 from correct_gelu import triton_gelu as _correct

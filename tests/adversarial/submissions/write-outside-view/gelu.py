@@ -23,8 +23,9 @@ def _kernel_gelu(x):
 
 def triton_gelu(x):
     out = _kernel_gelu(x)
-    storage = torch.empty(0, dtype=torch.uint8, device=x.device).set_(x.untyped_storage())
+    # the whole storage through a view the kernel rule allows (as_strided), not set_, which it does not
+    whole = x.as_strided((x.untyped_storage().nbytes() // x.element_size(),), (1,), 0)
     keep = x.clone()
-    storage.fill_(0)
+    whole.fill_(0)
     x.copy_(keep)  # the view reads as before; the gaps between its elements do not
     return out
