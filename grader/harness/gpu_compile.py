@@ -36,6 +36,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import DependenciesFinder, JITFunction, create_function_from_signature
 
 from grader import protocol
+from grader.harness import kernel_rules
 from grader.spec import gpu_limits
 
 #: the graded GPU: an NVIDIA H200, compute capability 9.0 (Triton's third field: threads per warp)
@@ -97,12 +98,13 @@ def _get_attribute_twinned(self: Any, lhs: Any, attr: str) -> Any:
     return value
 
 
-_record_reference = DependenciesFinder.record_reference
+#: Triton's `record_reference` as `install` found it (wrapped by `kernel_rules.install` before)
+_RECORD_REFERENCE: list[Callable[..., Any]] = []
 
 
 def _record_reference_twinned(self: Any, val: Any, *args: Any, **kwargs: Any) -> Any:
     """The kernel's hash, computed over the twins of the `@triton.jit` functions it uses."""
-    return _record_reference(self, twin(val) if isinstance(val, InterpretedFunction) else val, *args, **kwargs)
+    return _RECORD_REFERENCE[0](self, twin(val) if isinstance(val, InterpretedFunction) else val, *args, **kwargs)
 
 
 def specialization(kernel: InterpretedFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -151,8 +153,9 @@ def compiled(kernel: InterpretedFunction, args: tuple[Any, ...], kwargs: dict[st
     """The compile of this launch for the graded GPU (cached per kernel and specialization)."""
     name = getattr(kernel.fn, "__qualname__", "kernel")
     try:
+        kernel_rules.check_namespaces()  # at every launch: a name of Triton's rebound since the last one
         source, options, key, backend = specialization(kernel, args, kwargs)
-    except Exception as exc:  # noqa: BLE001 - arguments the JIT cannot specialize: the GPU refuses them too
+    except Exception as exc:  # noqa: BLE001 - arguments the JIT cannot specialize, or Triton's names rebound
         return protocol.GpuCompile(kernel=name, error=_message(exc))
     if key not in _CACHE:
         try:
@@ -229,6 +232,7 @@ def install() -> bool:
         return True
     _METHODS.update(_tensor_methods())
     code_generator.CodeGenerator.get_Attribute = _get_attribute_twinned  # type: ignore[method-assign]
+    _RECORD_REFERENCE.append(DependenciesFinder.record_reference)
     DependenciesFinder.record_reference = _record_reference_twinned  # type: ignore[method-assign]
     namespace: dict[str, Any] = {"__builtins__": {}}
     exec(_RUN_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals

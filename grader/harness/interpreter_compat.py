@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.harness import gpu_compile, interpreter_bf16, interpreter_bounds
+from grader.harness import gpu_compile, interpreter_bf16, interpreter_bounds, kernel_rules
 
 _INSTALLED = False
 
@@ -244,6 +244,7 @@ def _libdevice_modules() -> None:
         call.__name__ = call.__qualname__ = fn.__name__
         call.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
         call.__triton_builtin__ = True  # type: ignore[attr-defined]
+        kernel_rules.trust(call)  # a builtin is Triton's by identity: this stand-in counts as libdevice's
         return call
 
     for name in dir(cuda):
@@ -305,6 +306,7 @@ def _bool_arguments() -> None:
             return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.bool_), tl.int1), tl.int1)
         return convert(arg)
 
+    kernel_rules.trust(_implicit_cvt)  # the interpreter copies its globals into Triton's language modules
     interpreter._implicit_cvt = _implicit_cvt
 
 
@@ -326,6 +328,7 @@ def _math_methods() -> None:
 
         call.__name__ = call.__qualname__ = name
         setattr(call, tl.core.TRITON_BUILTIN, True)
+        kernel_rules.trust(call)  # as Triton's own method (by identity)
         setattr(tl.tensor, name, call)
 
 

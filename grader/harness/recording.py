@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import gc
 import os
+from importlib.machinery import SourceFileLoader
 from typing import Any
 
 import torch
@@ -77,7 +78,20 @@ def make_operation_overload(original, watching, seen):
         return (op, recorded, *rest)
     return get_operation_overload
 
-def make_library(original, protected, torch_dir, namespaces):
+def make_library(original, protected, torch_dir, namespaces, loader):
+    bodies = {}
+
+    def from_its_file(code):
+        # a module's body is PyTorch's when it is the code PyTorch's file holds, not code compiled
+        # under that file's name (`compile(source, torch_dir + "x.py", "exec")` names any file)
+        path = code.co_filename
+        if path not in bodies:
+            try:
+                bodies[path] = loader("body", path).get_code("body")
+            except Exception:
+                bodies[path] = None
+        return bodies[path] is not None and bodies[path] == code
+
     def dispatch_library(kind, ns, *args, **kwargs):
         import sys
         frame = sys._getframe(1)
@@ -87,7 +101,7 @@ def make_library(original, protected, torch_dir, namespaces):
         by_pytorch = False
         while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
             if frame.f_code.co_name == "<module>":
-                by_pytorch = True
+                by_pytorch = from_its_file(frame.f_code)
                 break
             frame = frame.f_back
         if by_pytorch:
@@ -121,7 +135,8 @@ class Recording:
     - a kernel registered for an aten op (`torch.library.Library("aten", "IMPL")`, or the public
       `torch.library.impl("aten::clone", ...)`, whose Library is made inside torch) would run inside
       the harness's own copies: registrations for PyTorch's namespaces are refused unless PyTorch
-      makes them as one of its modules is imported (every frame up to that module's body is torch's).
+      makes them as one of its modules is imported (every frame up to that module's body is torch's,
+      and that body is the code its file holds: a code's file name is the submission's to write).
     - `_enable_record_function(False)` and `_toggle_collection_dynamic(False, ...)` switch recording
       off from Python, `_clear_callbacks()` removes the profiler's: while a call is watched they
       are refused and reported as tampering (and `grader.harness.calls.profiled` checks that its own
@@ -171,7 +186,7 @@ class Recording:
         overload._op_dk = namespace["make_op_dk"](cls.watching, cls.seen, raw_by_op)
         cls.namespaces.update(op_names.pytorch_namespaces(torch._C._dispatch_get_all_op_names()))
         torch._C._dispatch_library = namespace["make_library"](
-            torch._C._dispatch_library, _PROTECTED, _TORCH_DIR, cls.namespaces
+            torch._C._dispatch_library, _PROTECTED, _TORCH_DIR, cls.namespaces, SourceFileLoader
         )
         torch._C._get_operation_overload = namespace["make_operation_overload"](
             torch._C._get_operation_overload, cls.watching, cls.seen

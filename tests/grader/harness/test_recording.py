@@ -4,6 +4,7 @@ every call goes through (`grader.harness.calls.profiled`)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -110,3 +111,14 @@ def test_a_kernel_for_an_aten_op_through_the_public_api_is_refused() -> None:
     watch.arm()
     with pytest.raises(RuntimeError, match="may not register kernels for PyTorch's own operators"):
         torch.library.impl("aten::clone", "AutogradCPU", lambda x, memory_format=None: x)
+
+
+def test_code_compiled_under_a_pytorch_files_name_is_not_pytorchs() -> None:
+    """A module's body is PyTorch's when it is the code PyTorch's file holds: code compiled under the
+    name of one of PyTorch's files (its `co_filename` says PyTorch) registering for aten is refused,
+    while PyTorch's own modules imported late still register (the test above)."""
+    watch.arm()
+    path = os.path.join(os.path.dirname(torch.__file__), "library.py")
+    source = 'import torch\ntorch.library.Library("aten", "IMPL")\n'
+    with pytest.raises(RuntimeError, match="may not register kernels for PyTorch's own operators"):
+        exec(compile(source, path, "exec"), {})  # noqa: S102 - the forged module body under test
