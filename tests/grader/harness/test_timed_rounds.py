@@ -212,7 +212,7 @@ def test_one_tensor_problems_sample_rows_and_columns(problem: str, case_fields: 
 
 def _attention_with_torch_backward(forward_matmul: bool) -> Callable[..., torch.Tensor]:
     """The reference's Triton forward with a PyTorch backward that recomputes from L, as the
-    write-up allows; `forward_matmul` adds a PyTorch matmul to the forward (forbidden there)."""
+    write-up allows; `forward_matmul` adds a PyTorch matmul to the forward (off the allow-list there)."""
     reference = load(ROOT / "reference" / "flash_attention.py")
 
     class TorchBackward(reference.FlashAttention2):

@@ -1,4 +1,4 @@
-"""Spec errors a person can act on: problems by name, real forbidden ops, case sizes that can run,
+"""Spec errors a person can act on: problems by name, real allowed ops, case sizes that can run,
 and the command line printing locations whole (Rich would take `[gelu]` for markup)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Attack: a token Triton launch, then the product and its GeLU by oneDNN's fused linear op,
-`torch.ops.mkldnn._linear_pointwise`: an operator of the `mkldnn::` namespace, which no list of
-forbidden `aten::` ops can name. Its honest twin (CHEAT = False) returns the Triton kernel's output."""
+`torch.ops.mkldnn._linear_pointwise`: an operator of the `mkldnn::` namespace, which no
+deny-list of `aten::` ops could name. Its honest twin (CHEAT = False) returns the Triton kernel's output."""
 
 import torch
 from correct_matmul import triton_matmul as _correct
