@@ -126,7 +126,7 @@ class Recording:
     """What the profiler's op recording cannot see by itself, recorded beside it while a call is watched.
 
     - `OpOverload.redispatch` (`_DispatchOperatorHandle.redispatch_boxed`) runs an op's kernel past
-      the dispatcher's RecordFunction: a forbidden op called that way left no event. Its name is
+      the dispatcher's RecordFunction: an op called that way left no event. Its name is
       noted here instead (PyTorch's own custom-op wrappers redispatch too: their names are noted,
       not refused).
     - `OpOverload._op_dk` (and the `op_dk` of `torch._C._get_operation_overload`) calls an op's

@@ -187,7 +187,7 @@ class ProblemKind:
     ) -> CallOutput:
         """Run the student's function on inputs already on the target device.
 
-        `watch()` wraps the part of the call in which forbidden PyTorch ops are looked for.
+        `watch()` wraps the part of the call the kernel rule judges (its allow-list of PyTorch ops).
         """
         raise NotImplementedError
 

@@ -211,7 +211,7 @@ class ProblemResult(Record):
 class SpecFingerprint(Record):
     """Hashes of the spec a result was graded with (hidden cases included), in two halves.
 
-    `grading`: what decides a case's verdict (cases, tolerances, forbidden ops, time limits,
+    `grading`: what decides a case's verdict (cases, tolerances, the kernel rule, time limits,
     benchmark shapes): when it changes, the submission must be graded again. `scoring`: what
     turns verdicts into points (points, case weights, thresholds): when only it changes, the
     stored per-case results are re-scored and no kernel runs (grader/judge/fingerprint.py).
