@@ -20,34 +20,9 @@ from grader.spec.load import load_assignment
 ROOT = Path(__file__).resolve().parents[3]
 BENCHMARKS = load_assignment(hidden=False).problem("flash_attention").benchmarks
 
-#: appended to the reference: its Triton forward, and the backward a CS336 student writes first
-#: (S, P, dP and dS materialised in float32, for every head at once)
-PLAIN_BACKWARD = """
-
-class PlainBackward(FlashAttention2):
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k, v, o, lse = ctx.saved_tensors
-        scale = 1.0 / math.sqrt(q.shape[-1])
-        qf, kf, vf, of, do = (t.float() for t in (q, k, v, o, grad_out))
-        s = qf @ kf.transpose(-1, -2) * scale
-        if ctx.is_causal:
-            n_q, n_k = s.shape[-2:]
-            later = torch.arange(n_k, device=s.device)[None, :] > torch.arange(n_q, device=s.device)[:, None]
-            s = s.masked_fill(later, float("-inf"))
-        p = torch.exp(s - lse[..., None])
-        dv = p.transpose(-1, -2) @ do
-        dp = do @ vf.transpose(-1, -2)
-        delta = (of * do).sum(-1, keepdim=True)
-        ds = p * (dp - delta)
-        dq = ds @ kf * scale
-        dk = ds.transpose(-1, -2) @ qf * scale
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
-
-
-def flash_attention(q, k, v, is_causal=False):
-    return PlainBackward.apply(q, k, v, is_causal)
-"""
+#: the backward a CS336 student writes first (S, P, dP and dS materialised in float32, for every
+#: head at once), as the honest corpus has it
+PLAIN_BACKWARD = ROOT / "tests" / "honest" / "submissions" / "fa-einops-heads"
 
 READS_A_VALUE = """
 
@@ -103,10 +78,10 @@ def test_overwriting_in_place_holds_two_score_matrices(case: AttentionCase) -> N
     assert 2 * score_matrix(case) < result.peak_bytes < 2 * score_matrix(case) + 2 * GIB
 
 
-def test_a_plain_backward_holds_s_p_dp_and_ds_and_is_told_so(tmp_path: Path) -> None:
-    fn, folder = submission(tmp_path, PLAIN_BACKWARD)
+def test_a_plain_backward_holds_s_p_dp_and_ds_and_is_told_so() -> None:
+    fn = load_function(PLAIN_BACKWARD, "flash_attention", "flash_attention")
     case = cs336(16)
-    result = estimate_peak_bytes(fn, case, folder)
+    result = estimate_peak_bytes(fn, case, PLAIN_BACKWARD)
     assert result.peak_bytes is not None and score_matrix(case) == 16 * GIB
     assert len(score_matrices(case, result.at_peak)) >= 4
     assert 4 * 16 * GIB < result.peak_bytes < 6 * 16 * GIB
@@ -125,10 +100,10 @@ def test_a_backward_that_reads_a_value_is_reported_with_its_line(tmp_path: Path)
     assert result.summary() == f"{BENCHMARKS[0].name}: {result.note}"
 
 
-def test_a_plain_backward_fits_every_benchmark_budget_of_the_spec(tmp_path: Path) -> None:
+def test_a_plain_backward_fits_every_benchmark_budget_of_the_spec() -> None:
     """The budgets are chosen so that the backward the write-up allows fits: S, P, dP and dS in
     float32 at once, at every benchmark shape (the long one has 8 heads for it)."""
-    fn, folder = submission(tmp_path, PLAIN_BACKWARD)
+    fn = load_function(PLAIN_BACKWARD, "flash_attention", "flash_attention")
     for case in BENCHMARKS:
-        result = estimate_peak_bytes(fn, case, folder)
+        result = estimate_peak_bytes(fn, case, PLAIN_BACKWARD)
         assert result.fits, result.summary()
