@@ -296,9 +296,14 @@ class Assignment(Strict):
     service: Service = Field(default_factory=Service)
 
     @model_validator(mode="after")
-    def _unique(self) -> Assignment:
+    def _give_the_rule(self) -> Assignment:
+        """Every problem is judged by the assignment's one kernel rule (`Problem.rule`)."""
         for p in self.problems:
             p._rule = self.kernel_rule
+        return self
+
+    @model_validator(mode="after")
+    def _unique(self) -> Assignment:
         names = [p.name for p in self.problems]
         if len(set(names)) != len(names):
             raise ValueError(f"problem names must be unique, got {names}")
