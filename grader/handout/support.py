@@ -162,7 +162,16 @@ def kernel_message(
 ) -> str | None:
     """The kernel check's verdict on a watched call, as the handout reports it (None: it passes)."""
     ops, compiled = list(profile.get("aten_ops", [])), list(profile.get("compiled_regions", []))
-    cheat = kernel_check(spec, case, ops, triton_launches, compiled, submission, profile.get("graph_launches", 0))
+    cheat = kernel_check(
+        spec,
+        case,
+        ops,
+        triton_launches,
+        compiled,
+        submission,
+        profile.get("graph_launches", 0),
+        profile.get("unwritten"),
+    )
     return cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 
 

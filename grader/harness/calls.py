@@ -21,6 +21,7 @@ from grader import protocol
 from grader.harness import gpu_compile
 from grader.harness.recording import CompiledAsEager, Recording, compiled_events
 from grader.harness.watch import GUARD, LAUNCH, PROFILER, LaunchCounter
+from grader.harness.writers import Writers
 from grader.problems.base import CallOutput, ProblemKind, output_facts
 from grader.spec import op_names
 from grader.spec.model import Case
@@ -186,16 +187,29 @@ def _key(t: torch.Tensor) -> tuple[Any, ...]:
 Snapshots = dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]]
 
 
-def _snapshotting(fn: Callable[..., Any], device: str, taken: Snapshots) -> Callable[..., Any]:
+def _snapshotting(
+    fn: Callable[..., Any], device: str, taken: Snapshots, profile: dict[str, Any] | None = None
+) -> Callable[..., Any]:
     """`fn`, and a copy of the tensor it returns taken as it returns, inside the watch.
 
     The values judged are the copy's: code that writes the output later (a thread, a hook, a
     backward, anything that runs after the watched part) changes nothing that is checked, and
-    anything that writes it before the copy ran inside the watch.
+    anything that writes it before the copy ran inside the watch. With `profile` (a watched
+    call), the writer check's finding on what `fn` returned is put there (`grader.harness.writers`).
     """
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
+        if profile is None:
+            result = fn(*args, **kwargs)
+        else:
+            watch = Writers(LaunchCounter._inside)
+            watch.start(args, kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                if not watch.stop():
+                    GUARD.flag("the grader's writer check (its dispatch mode taken off PyTorch's stack)")
+            profile["unwritten"] = watch.judge(result)
         if type(result) is torch.Tensor and result.layout == torch.strided:
             if device == "cuda":
                 _cuda_sync()
@@ -333,7 +347,7 @@ def run(
     nan_fill(True)
     try:
         try:
-            result = kind.call(_snapshotting(fn, device, taken), inputs, case, watcher)
+            result = kind.call(_snapshotting(fn, device, taken, profile if watch else None), inputs, case, watcher)
             if device == "cuda":
                 _cuda_sync()
         finally:

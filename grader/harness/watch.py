@@ -30,6 +30,7 @@ import torch.profiler  # noqa: E402
 import torch.testing  # noqa: E402
 
 from grader import protocol  # noqa: E402
+from grader.harness import writers  # noqa: E402
 from grader.harness.generated_code import GeneratedCode  # noqa: E402
 from grader.harness.recording import DeviceContext, Recording, settle_modes  # noqa: E402
 
@@ -39,21 +40,27 @@ _getprofile, _setprofile, _gettrace, _settrace = sys.getprofile, sys.setprofile,
 # -- launch counting ----------------------------------------------------------------------------
 
 _WRAPPER = """
-def make(original, counter, inside, watching, span, label):
+def make(original, counter, inside, watching, span, label, writers, counts=True):
     def run(self, *args, **kwargs):
-        if not kwargs.get("warmup", False):
+        if counts and not kwargs.get("warmup", False):
             counter[0] += 1
         inside[0] += 1
         try:
             if not watching[0]:
                 return original(self, *args, **kwargs)
+            w = writers[0] if inside[0] == 1 and not kwargs.get("warmup", False) else None
+            if w is not None:
+                w.before_launch(args, kwargs)
             with span(label):
-                return original(self, *args, **kwargs)
+                result = original(self, *args, **kwargs)
+            if w is not None:
+                w.after_launch(self)
+            return result
         finally:
             inside[0] -= 1
     return run
 
-def make_getitem(original, counter, inside, watching, span, label):
+def make_getitem(original, counter, inside, watching, span, label, writers):
     def __getitem__(self, grid):
         runner = original(self, grid)
         def launch(*args, **kwargs):
@@ -62,18 +69,35 @@ def make_getitem(original, counter, inside, watching, span, label):
             try:
                 if not watching[0]:
                     return runner(*args, **kwargs)
+                w = writers[0] if inside[0] == 1 else None
+                if w is not None:
+                    w.before_launch(args, kwargs)
                 with span(label):
-                    return runner(*args, **kwargs)
+                    result = runner(*args, **kwargs)
+                if w is not None:
+                    w.after_launch(self)
+                return result
             finally:
                 inside[0] -= 1
         return launch
     return __getitem__
 
-def make_launcher_call(original, counter, inside):
+def make_launcher_call(original, counter, inside, watching, writers):
     def __call__(self, *args, **kwargs):
-        if inside[0] == 0:
-            counter[0] += 1
-        return original(self, *args, **kwargs)
+        if inside[0] != 0:
+            return original(self, *args, **kwargs)
+        counter[0] += 1
+        w = writers[0] if watching[0] else None
+        if w is None:
+            return original(self, *args, **kwargs)
+        inside[0] += 1
+        try:
+            w.before_launch(args, kwargs)
+            result = original(self, *args, **kwargs)
+            w.after_launch(self)
+            return result
+        finally:
+            inside[0] -= 1
     return __call__
 """
 
@@ -121,12 +145,20 @@ class LaunchCounter:
         exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
         # while a call is watched, each launch is a profiler range: the ops inside it (the
         # interpreter's own, on a CPU) are Triton's, not the submission's (`calls.judged_ops`)
-        watched = (Recording.watching, torch.autograd.profiler.record_function, LAUNCH)
+        watched = (Recording.watching, torch.autograd.profiler.record_function, LAUNCH, writers.ACTIVE)
         for klass in targets:
             klass.run = namespace["make"](klass.run, cls._counter, cls._inside, *watched)
+        # an autotuner's or heuristics' launch is watched for its writes as one launch: the writer
+        # check reads the call's tensors once around it, not around each of its benchmark runs
+        from triton.runtime.autotuner import Autotuner, Heuristics
+
+        for klass in (Autotuner, Heuristics):
+            klass.run = namespace["make"](klass.run, cls._counter, cls._inside, *watched, counts=False)
         launcher = cuda_launcher()
         if launcher is not None:
-            launcher.__call__ = namespace["make_launcher_call"](launcher.__call__, cls._counter, cls._inside)
+            launcher.__call__ = namespace["make_launcher_call"](
+                launcher.__call__, cls._counter, cls._inside, Recording.watching, writers.ACTIVE
+            )
         try:
             from triton.compiler.compiler import CompiledKernel
         except ImportError:  # pragma: no cover - Triton laid out otherwise

@@ -229,6 +229,7 @@ def profiled_kernel_check(
         list(profile.compiled_regions) if profile else [],
         submission,
         profile.graph_launches if profile else 0,
+        profile.unwritten if profile else None,
     )
 
 
@@ -240,6 +241,7 @@ def kernel_check(
     compiled: Sequence[str] = (),
     submission: Path | None = None,
     graph_launches: int = 0,
+    unwritten: protocol.Unwritten | None = None,
 ) -> str | None:
     """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
 
@@ -252,6 +254,8 @@ def kernel_check(
     `submission`, where known, is read for the lines that likely run an op the rule does not allow.
     `graph_launches` counts CUDA graph replays in the watched part: the kernels a graph runs were
     captured before the call, so neither the ops nor the launches seen stand for them.
+    `unwritten` is the writer check's finding (`grader.harness.writers`): the tensor returned is
+    not what the call's kernels stored, or a tensor changed with no op or launch writing it.
     """
     used = op_names.not_allowed(aten_ops, problem.rule.allowed_ops)
     if used:
@@ -276,6 +280,18 @@ def kernel_check(
         )
     if not triton_launches:
         return f"no Triton kernel was launched in case {case.name}: {problem.title} must be computed by a Triton kernel"
+    if unwritten is not None:
+        if unwritten.what == "changed_outside":
+            return (
+                f"in case {case.name}, {unwritten.detail}: only your Triton kernels and the PyTorch ops the kernel "
+                f"rule allows may write tensors (NumPy or ctypes writing through a tensor's address is neither): "
+                f"{problem.rule.rule}"
+            )
+        return (
+            f"returned a tensor in case {case.name} that none of your Triton kernels wrote in that call "
+            f"({unwritten.detail}): what your forward returns must be what your kernels stored, copied or cast at "
+            f"most: {problem.rule.rule}"
+        )
     return None
 
 

@@ -65,6 +65,16 @@ class ImportFailed(Failed):
     status: Literal["import_error"] = "import_error"  # type: ignore[assignment]
 
 
+class Unwritten(Message):
+    """Why the tensor a watched call returned is not what the submission's Triton kernels stored
+    in that call (`grader.harness.writers`)."""
+
+    #: not_written: no kernel of the call wrote it, or something else wrote it after one did;
+    #: changed_outside: a tensor's bytes changed with no PyTorch op or Triton launch writing them
+    what: Literal["not_written", "changed_outside"]
+    detail: str
+
+
 class Profile(Message):
     """What the profiler saw during a watched call (see `grader.harness.calls.profiled`)."""
 
@@ -75,6 +85,8 @@ class Profile(Message):
     triton_launches: int = 0
     #: replays of a CUDA graph (`grader.harness.calls.GRAPH_LAUNCHES`): kernels no op stands for
     graph_launches: int = 0
+    #: the writer check's finding on a correctness call (None: none, or not a correctness call)
+    unwritten: Unwritten | None = None
 
 
 class WatchedChunk(Profile):

@@ -253,7 +253,15 @@ def test_the_compiled_kernels_launcher_is_counted_too() -> None:
     watch.LaunchCounter.install()
     getitem = CompiledKernel.__getitem__
     assert getitem.__name__ == "__getitem__" and "grader" not in str(getitem.__globals__.keys())
-    assert set(getitem.__code__.co_freevars) == {"counter", "inside", "label", "original", "span", "watching"}
+    assert set(getitem.__code__.co_freevars) == {
+        "counter",
+        "inside",
+        "label",
+        "original",
+        "span",
+        "watching",
+        "writers",
+    }
 
 
 @pytest.mark.gpu

@@ -1,7 +1,8 @@
-"""Known hole (docs/defenses.md): a token kernel, then GeLU in NumPy on arrays made from the
-tensors' raw addresses with ctypes, which dispatches no PyTorch op at all (`.numpy()` would run
-`resolve_conj`, which the allow-list refuses). What closes it is the writer check (issue 50): the
-output's memory is written by no Triton launch."""
+"""Attack: GeLU in NumPy on arrays made from the tensors' raw addresses with ctypes, which
+dispatches no PyTorch op at all (`.numpy()` would run `resolve_conj`, which the allow-list
+refuses), written into a `torch.empty_like` output, then a token launch given that output.
+Its honest twin (CHEAT = False) reads the input the same way, but returns what the correct
+kernel wrote."""
 
 import ctypes
 
@@ -9,7 +10,9 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
+from correct_gelu import triton_gelu as _correct
 
+CHEAT = True
 _NP = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: np.uint16}
 
 
@@ -23,16 +26,22 @@ def _array(t: torch.Tensor) -> np.ndarray:
     return np.frombuffer(raw, dtype=_NP[t.dtype]).reshape(t.shape)
 
 
+def _gelu(src: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    v = (src.astype(np.uint32) << 16).view(np.float32) if dtype == torch.bfloat16 else src.astype(np.float32)
+    y = 0.5 * v * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (v + 0.044715 * v**3)))
+    if dtype != torch.bfloat16:
+        return y.astype(_NP[dtype])
+    bits = y.astype(np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+
+
 def triton_gelu(x: torch.Tensor) -> torch.Tensor:
-    _token[(1,)](torch.zeros(1, device=x.device))
     x = x.contiguous()
     out = torch.empty_like(x)
-    src, dst = _array(x), _array(out)
-    v = (src.astype(np.uint32) << 16).view(np.float32) if x.dtype == torch.bfloat16 else src.astype(np.float32)
-    y = 0.5 * v * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (v + 0.044715 * v**3)))
-    if x.dtype == torch.bfloat16:
-        bits = y.astype(np.float32).view(np.uint32)
-        dst[...] = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+    y = _gelu(_array(x), x.dtype)
+    if CHEAT:
+        _array(out)[...] = y
     else:
-        dst[...] = y.astype(_NP[x.dtype])
+        out = _correct(x)
+    _token[(1,)](out)
     return out
