@@ -1,8 +1,8 @@
-"""Attack: GeLU in NumPy on arrays made from the tensors' raw addresses with ctypes, which
-dispatches no PyTorch op at all (`.numpy()` would run `resolve_conj`, which the allow-list
-refuses), written into a `torch.empty_like` output, then a token launch given that output.
-Its honest twin (CHEAT = False) reads the input the same way, but returns what the correct
-kernel wrote."""
+"""Attack: GeLU in NumPy on arrays made from host tensors' raw addresses with ctypes, which
+dispatches no PyTorch op at all, written into a host tensor made for it; that tensor is the output
+on a CPU, and is moved to the GPU by an allowed copy where there is one; then a token launch given
+the output. Its honest twin (CHEAT = False) reads the input the same way, but returns what the
+correct kernel wrote."""
 
 import ctypes
 
@@ -22,6 +22,7 @@ def _token(p):
 
 
 def _array(t: torch.Tensor) -> np.ndarray:
+    """A host tensor's memory as a NumPy array, through its address."""
     raw = (ctypes.c_byte * (t.numel() * t.element_size())).from_address(t.data_ptr())
     return np.frombuffer(raw, dtype=_NP[t.dtype]).reshape(t.shape)
 
@@ -36,11 +37,12 @@ def _gelu(src: np.ndarray, dtype: torch.dtype) -> np.ndarray:
 
 
 def triton_gelu(x: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    out = torch.empty_like(x)
-    y = _gelu(_array(x), x.dtype)
+    src = x.contiguous().to("cpu")
+    y = _gelu(_array(src), x.dtype)
     if CHEAT:
-        _array(out)[...] = y
+        host = torch.empty_like(src)
+        _array(host)[...] = y
+        out = host.to(x.device)
     else:
         out = _correct(x)
     _token[(1,)](out)
