@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +19,7 @@ import torch
 
 from grader import protocol
 from grader.harness import gpu_compile
+from grader.harness.device_activity import foreign_work
 from grader.harness.recording import CompiledAsEager, Recording, compiled_events
 from grader.harness.watch import GUARD, LAUNCH, PROFILER, LaunchCounter
 from grader.harness.writers import Writers
@@ -48,7 +49,9 @@ def _settled(device: str) -> None:
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 
 
-def _summed_up(record: dict[str, Any], names: list[str], kernels: list[str], launches_before: int) -> None:
+def _summed_up(
+    record: dict[str, Any], names: list[str], kernels: list[str], launches_before: int, foreign: Sequence[str] = ()
+) -> None:
     redispatched, refused = Recording.stop()
     for switch in refused:
         GUARD.flag(f"the profiler ({switch} during the call)")
@@ -58,6 +61,7 @@ def _summed_up(record: dict[str, Any], names: list[str], kernels: list[str], lau
     record["gpu_kernels"] = kernels
     record["triton_launches"] = LaunchCounter.total() - launches_before
     record["graph_launches"] = sum(1 for n in names if n.startswith(GRAPH_LAUNCHES))
+    record["foreign_work"] = list(foreign)
 
 
 def _inside(events: list[Any], within: str) -> list[Any]:
@@ -155,6 +159,7 @@ def profiled(record: dict[str, Any], device: str, within: str | None = None) -> 
             judged(events, within),
             sorted({p.name(e) for e in events if p.device_type(e) == p.cuda_device})[:50],
             start,
+            foreign_work(events, Recording.namespaces, within) if device == "cuda" else [],
         )
 
 
@@ -202,7 +207,7 @@ def _snapshotting(
         if profile is None:
             result = fn(*args, **kwargs)
         else:
-            watch = Writers(LaunchCounter._inside)
+            watch = Writers(LaunchCounter._inside, LaunchCounter.total)
             watch.start(args, kwargs)
             try:
                 result = fn(*args, **kwargs)

@@ -32,6 +32,7 @@ import torch.testing  # noqa: E402
 from grader import protocol  # noqa: E402
 from grader.harness import writers  # noqa: E402
 from grader.harness.generated_code import GeneratedCode  # noqa: E402
+from grader.harness.profiler import PROFILER  # noqa: E402, F401  (the harness's modules read it here)
 from grader.harness.recording import DeviceContext, Recording, settle_modes  # noqa: E402
 
 _MISSING = object()
@@ -82,19 +83,22 @@ def make_getitem(original, counter, inside, watching, span, label, writers):
         return launch
     return __getitem__
 
-def make_launcher_call(original, counter, inside, watching, writers):
+def make_launcher_call(original, counter, inside, watching, span, label, writers):
     def __call__(self, *args, **kwargs):
         if inside[0] != 0:
             return original(self, *args, **kwargs)
         counter[0] += 1
-        w = writers[0] if watching[0] else None
-        if w is None:
+        if not watching[0]:
             return original(self, *args, **kwargs)
+        w = writers[0]
         inside[0] += 1
         try:
-            w.before_launch(args, kwargs)
-            result = original(self, *args, **kwargs)
-            w.after_launch(self)
+            if w is not None:
+                w.before_launch(args, kwargs)
+            with span(label):
+                result = original(self, *args, **kwargs)
+            if w is not None:
+                w.after_launch(self)
             return result
         finally:
             inside[0] -= 1
@@ -156,9 +160,7 @@ class LaunchCounter:
             klass.run = namespace["make"](klass.run, cls._counter, cls._inside, *watched, counts=False)
         launcher = cuda_launcher()
         if launcher is not None:
-            launcher.__call__ = namespace["make_launcher_call"](
-                launcher.__call__, cls._counter, cls._inside, Recording.watching, writers.ACTIVE
-            )
+            launcher.__call__ = namespace["make_launcher_call"](launcher.__call__, cls._counter, cls._inside, *watched)
         try:
             from triton.compiler.compiler import CompiledKernel
         except ImportError:  # pragma: no cover - Triton laid out otherwise
@@ -371,47 +373,3 @@ def arm() -> None:
     Recording.install()
     GUARD.snapshot()
     GeneratedCode.install(Recording.watching, Recording.seen, GUARD.watch_later)
-
-
-# -- op recording -------------------------------------------------------------------------------
-
-
-class _Profiler:
-    """The C-level profiler entry points, bound at import so a submission cannot swap them."""
-
-    def __init__(self) -> None:
-        self.direct = False
-        try:
-            from torch._C._autograd import _KinetoEvent, _ProfilerResult
-            from torch._C._profiler import _ExperimentalConfig
-            from torch.autograd import (
-                DeviceType,
-                ProfilerActivity,
-                ProfilerConfig,
-                ProfilerState,
-                _disable_profiler,
-                _enable_profiler,
-                _prepare_profiler,
-            )
-
-            try:
-                experimental = _ExperimentalConfig(profile_all_threads=True)
-                self.all_threads = True
-            except TypeError:  # older PyTorch: ops on other threads are not seen (docs/defenses.md)
-                experimental = _ExperimentalConfig()
-                self.all_threads = False
-            self.config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, experimental)
-            self.cpu, self.cuda, self.cuda_device = ProfilerActivity.CPU, ProfilerActivity.CUDA, DeviceType.CUDA
-            self.prepare, self.enable, self.disable = _prepare_profiler, _enable_profiler, _disable_profiler
-            self.events, self.trace_start = _ProfilerResult.events, getattr(_ProfilerResult, "trace_start_ns", None)
-            self.name, self.device_type = _KinetoEvent.name, _KinetoEvent.device_type
-            self.start_ns, self.end_ns = _KinetoEvent.start_ns, _KinetoEvent.end_ns
-            self.thread = _KinetoEvent.start_thread_id
-            self.duration_ns = _KinetoEvent.duration_ns
-            self.direct = True
-        except (ImportError, AttributeError, TypeError):  # pragma: no cover - a PyTorch without them
-            self.public = torch.profiler.profile
-            self.activities = torch.profiler.ProfilerActivity
-
-
-PROFILER = _Profiler()

@@ -18,19 +18,30 @@ read again: bytes that changed with no launch or op to explain them were written
 and the submission's kernels, and the call fails. The tensor returned must be a kernel's output,
 byte for byte. On a CPU bytes are read through their address (no op); on a GPU through a view and a
 copy to the host, which the allow-list holds.
+
+A kernel can copy as well as compute, so what a launch reads counts too: memory no PyTorch op made
+(`torch.from_numpy` of NumPy's result, a kernel run past the dispatcher) is "from outside", and so
+is everything a launch or a copy makes from it; the tensor returned must not be. Memory that
+existed before the call (made at import, or in an earlier call) is what it is: the grader keeps a
+weak registry of the storages alive when it last looked and of those its watch saw made.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from grader import protocol
+from grader.harness.recording import Recording
+from grader.spec import op_names
 
 _cuda_sync = torch.cuda.synchronize
 _string_at = ctypes.string_at
@@ -42,6 +53,34 @@ COPIES = frozenset({"aten::copy_", "aten::_to_copy", "aten::clone", "aten::to", 
 
 #: the Writers of the watched call under way (None: none), read by the launch wrappers
 ACTIVE: list[Writers | None] = [None]
+
+#: storages made before the call under way: alive when the registry was last filled, or kept by a
+#: watched call (weak references: a storage freed and its memory given to another is not known)
+_KNOWN: dict[int, StorageWeakRef] = {}
+#: the process's Triton launch count when the registry was last brought up to date (-1: never)
+_SYNCED = [-1]
+#: what "from outside" says of memory no PyTorch op made
+UNMADE = (
+    "memory no PyTorch op made in the call (torch.from_numpy, torch.tensor of computed values, a kernel run "
+    "past the dispatcher)"
+)
+
+
+def _register(t: torch.Tensor) -> None:
+    _KNOWN[_key(t)] = StorageWeakRef(t.untyped_storage())
+
+
+def _known(t: torch.Tensor) -> bool:
+    ref = _KNOWN.get(_key(t))
+    return ref is not None and not ref.expired()
+
+
+def _fill_registry() -> None:
+    """Every plain tensor alive now is known (what the submission made at import or outside a
+    watched call; tensors are tracked by Python's garbage collector)."""
+    for obj in gc.get_objects():
+        if type(obj) is torch.Tensor and _tensors(obj):
+            _register(obj)
 
 
 def _tensors(values: Any) -> list[torch.Tensor]:
@@ -82,23 +121,33 @@ class _Kept:
     how: str
     #: an input of the call: given to a launch, it stays what the call was given
     is_input: bool = False
+    #: what its values were made from outside PyTorch and the submission's kernels (None: nothing)
+    foreign: str | None = None
 
 
 class Writers:
     """What wrote each storage a forward touched; one per watched call."""
 
-    def __init__(self, inside: list[int]) -> None:
+    def __init__(self, inside: list[int], launches: Callable[[], int]) -> None:
         #: the launch wrappers' depth: inside a launch, the ops are Triton's interpreter's own
         self.inside = inside
+        #: the process's Triton launch count: launches outside a watched call mean submission code
+        #: ran unwatched since, which may have made tensors the registry does not know
+        self.launches = launches
         self.kept: dict[int, _Kept] = {}
         self.finding: protocol.Unwritten | None = None
         self.busy = False
         self.mode = _WriterMode(self)
         self._given: set[int] = set()
+        #: the operator of the submission's own under way (`torch.library.custom_op`), if any: the
+        #: mode cannot see inside it, so what is first seen there counts as made by it
+        self.opaque: str | None = None
 
     # -- the call -------------------------------------------------------------------------------
 
     def start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if _SYNCED[0] != self.launches():
+            _fill_registry()
         for t in _tensors((args, kwargs)):
             self._keep(t, None, "given to the call")
             self.kept[_key(t)].is_input = True
@@ -108,6 +157,10 @@ class Writers:
     def stop(self) -> bool:
         """End the watch; False when the mode was taken off PyTorch's stack by submission code."""
         ACTIVE[0] = None
+        for kept in self.kept.values():
+            if kept.foreign is None:
+                _register(kept.tensor)
+        _SYNCED[0] = self.launches()
         n = _len_modes()
         if n and _mode_at(n - 1) is self.mode:
             self.mode.__exit__(None, None, None)
@@ -129,6 +182,8 @@ class Writers:
             return protocol.Unwritten(what="not_written", detail="no Triton launch of yours wrote it or was given it")
         if kept.kernel is None:
             return protocol.Unwritten(what="not_written", detail=f"it was last {kept.how}")
+        if kept.foreign is not None:
+            return protocol.Unwritten(what="from_outside", detail=f"{kept.how}, from {kept.foreign}")
         return None
 
     # -- launches -------------------------------------------------------------------------------
@@ -140,8 +195,8 @@ class Writers:
             given = _tensors((args, kwargs))
             self._given = {_key(t) for t in given if _key(t) in self.kept}
             for t in given:
-                if _key(t) not in self.kept:
-                    self._keep(t, None, "first seen as a Triton launch's argument")
+                self._first_sight(t)
+            self._read = {_key(t) for t in given}
         finally:
             self.busy = False
 
@@ -151,10 +206,13 @@ class Writers:
         try:
             if any(kept.tensor.device.type == "cuda" for kept in self.kept.values()):
                 _cuda_sync()  # a side stream's kernels too
+            # what the launch made is from outside if anything it was given is
+            foreign = next((self.kept[k].foreign for k in self._read if self.kept[k].foreign), None)
             for key, kept in self.kept.items():
                 now = _bytes(kept.tensor)
                 if now != kept.data or (key in self._given and not kept.is_input):
                     kept.data, kept.kernel, kept.how = now, name, f"written by your kernel {name}"
+                    kept.foreign = kept.foreign or foreign
         finally:
             self.busy = False
 
@@ -173,7 +231,13 @@ class Writers:
             self._verify(f"before {name}")
         finally:
             self.busy = False
-        out = func(*args, **kwargs)
+        outer, own = self.opaque, not op_names.recorded(name, Recording.namespaces)
+        if own:
+            self.opaque = name
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            self.opaque = outer
         self.busy = True
         try:
             values = [*args, *[kwargs.get(a.name) for a in schema.arguments[len(args) :]]]
@@ -186,27 +250,41 @@ class Writers:
             source = None
             if name in COPIES and args:
                 source = args[1] if name == "aten::copy_" and len(args) > 1 else args[0]
-            kept = self.kept.get(_key(source)) if type(source) is torch.Tensor else None
+            kept = self._first_sight(source) if type(source) is torch.Tensor and _tensors(source) else None
             kernel = kept.kernel if kept is not None else None
+            foreign = kept.foreign if kept is not None else None
             copied = f"copied by {name} from a tensor {kept.how}" if kernel and kept else ""
             inputs = {_key(t) for t in _tensors((args, kwargs))}
             fresh = [t for t in _tensors(out) if _key(t) not in inputs]
             for t, how in [(t, f"written by {name}") for t in written] + [(t, f"made by {name}") for t in fresh]:
                 known = self.kept.get(_key(t))
                 now = _bytes(t)
-                if known is not None and now == known.data and not kernel:
+                if known is not None and now == known.data and not kernel and not foreign:
                     continue  # returned or rewritten as it was (a custom op returning its launch's output)
-                self._keep(t, kernel, copied or how, now)
+                self._keep(t, kernel, copied or how, now, foreign or (known.foreign if known else None))
         finally:
             self.busy = False
         return out
 
     # -- bytes ----------------------------------------------------------------------------------
 
-    def _keep(self, t: torch.Tensor, kernel: str | None, how: str, data: bytes | None = None) -> None:
+    def _keep(
+        self, t: torch.Tensor, kernel: str | None, how: str, data: bytes | None = None, foreign: str | None = None
+    ) -> None:
         if t.untyped_storage().nbytes() == 0:
             return
-        self.kept[_key(t)] = _Kept(t.detach(), _bytes(t) if data is None else data, kernel, how)
+        self.kept[_key(t)] = _Kept(t.detach(), _bytes(t) if data is None else data, kernel, how, foreign=foreign)
+
+    def _first_sight(self, t: torch.Tensor) -> _Kept | None:
+        """Keep a storage not kept yet (made before the call, or by no op): what is kept for it."""
+        if _key(t) not in self.kept:
+            if _known(t):
+                self._keep(t, None, "made before the call")
+            elif self.opaque is not None:
+                self._keep(t, None, f"made inside your operator {self.opaque}")
+            else:
+                self._keep(t, None, "made by no PyTorch op", foreign=UNMADE)
+        return self.kept.get(_key(t))
 
     def _verify(self, when: str) -> None:
         for kept in self.kept.values():

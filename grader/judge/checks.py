@@ -230,6 +230,7 @@ def profiled_kernel_check(
         submission,
         profile.graph_launches if profile else 0,
         profile.unwritten if profile else None,
+        profile.foreign_work if profile else (),
     )
 
 
@@ -242,6 +243,7 @@ def kernel_check(
     submission: Path | None = None,
     graph_launches: int = 0,
     unwritten: protocol.Unwritten | None = None,
+    foreign_work: Sequence[str] = (),
 ) -> str | None:
     """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
 
@@ -256,6 +258,8 @@ def kernel_check(
     captured before the call, so neither the ops nor the launches seen stand for them.
     `unwritten` is the writer check's finding (`grader.harness.writers`): the tensor returned is
     not what the call's kernels stored, or a tensor changed with no op or launch writing it.
+    `foreign_work` names GPU kernels launched outside every Triton launch and every PyTorch op
+    (`grader.harness.device_activity`).
     """
     used = op_names.not_allowed(aten_ops, problem.rule.allowed_ops)
     if used:
@@ -278,6 +282,12 @@ def kernel_check(
             f"the grader cannot tell whose kernels computed {problem.title}; launch your Triton kernels "
             f"directly (CUDA graphs are not allowed in a graded call)"
         )
+    if foreign_work:
+        return (
+            f"ran the GPU kernel(s) {', '.join(foreign_work)} in case {case.name}, launched neither by one of your "
+            f"Triton launches nor by a PyTorch op (a CUDA extension, a library reached through ctypes?): "
+            f"{problem.rule.rule}"
+        )
     if not triton_launches:
         return f"no Triton kernel was launched in case {case.name}: {problem.title} must be computed by a Triton kernel"
     if unwritten is not None:
@@ -285,6 +295,12 @@ def kernel_check(
             return (
                 f"in case {case.name}, {unwritten.detail}: only your Triton kernels and the PyTorch ops the kernel "
                 f"rule allows may write tensors (NumPy or ctypes writing through a tensor's address is neither): "
+                f"{problem.rule.rule}"
+            )
+        if unwritten.what == "from_outside":
+            return (
+                f"returned a tensor in case {case.name} that was {unwritten.detail}: what your kernels read must "
+                f"be made by PyTorch (the inputs, torch.empty, copies) or before the call (constants at import): "
                 f"{problem.rule.rule}"
             )
         return (

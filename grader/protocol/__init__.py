@@ -70,8 +70,9 @@ class Unwritten(Message):
     in that call (`grader.harness.writers`)."""
 
     #: not_written: no kernel of the call wrote it, or something else wrote it after one did;
-    #: changed_outside: a tensor's bytes changed with no PyTorch op or Triton launch writing them
-    what: Literal["not_written", "changed_outside"]
+    #: changed_outside: a tensor's bytes changed with no PyTorch op or Triton launch writing them;
+    #: from_outside: a kernel wrote it from memory no PyTorch op made (torch.from_numpy, say)
+    what: Literal["not_written", "changed_outside", "from_outside"]
     detail: str
 
 
@@ -85,6 +86,8 @@ class Profile(Message):
     triton_launches: int = 0
     #: replays of a CUDA graph (`grader.harness.calls.GRAPH_LAUNCHES`): kernels no op stands for
     graph_launches: int = 0
+    #: device work launched outside every Triton launch and PyTorch op (`grader.harness.device_activity`)
+    foreign_work: list[str] = []
     #: the writer check's finding on a correctness call (None: none, or not a correctness call)
     unwritten: Unwritten | None = None
 

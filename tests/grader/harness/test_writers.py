@@ -132,7 +132,29 @@ def test_a_custom_op_returning_its_launchs_output_passes() -> None:
 
 def test_a_mode_taken_off_the_stack_is_reported() -> None:
     watch.arm()
-    check = writers.Writers(watch.LaunchCounter._inside)
+    check = writers.Writers(watch.LaunchCounter._inside, watch.LaunchCounter.total)
     check.start((), {})
     torch._C._pop_torch_dispatch_stack(None)
     assert check.stop() is False and writers.ACTIVE[0] is None
+
+
+def test_what_a_kernel_copies_from_memory_no_op_made_is_from_outside() -> None:
+    def laundered(x: torch.Tensor) -> torch.Tensor:
+        computed = torch.from_numpy(np.tanh(_through_address(x)))  # NumPy's result: no op made it
+        out = torch.empty_like(x)
+        _double(computed.clone(), out)  # a copy of it is from outside too
+        return out
+
+    found = _judged(laundered)
+    assert found is not None and found.what == "from_outside" and "written by your kernel double" in found.detail
+
+
+def test_a_tensor_made_before_the_call_is_what_it_is() -> None:
+    table = torch.from_numpy(np.linspace(0.0, 1.0, 256, dtype=np.float32))  # a constant, made at import
+
+    def reads_a_constant(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        _double(table, out)
+        return out
+
+    assert _judged(reads_a_constant) is None
