@@ -23,8 +23,9 @@ runs in the student's own pytest) imports it.
   profiler; recording: what the profiler cannot see by itself;
 - timed_rounds: fresh contents and sampled outputs around every timed round; l2_persisting:
   L2's persisting lines returned to normal before each timed window;
-- generated_code: marks where code PyTorch generates runs (Inductor past dynamo, AOTInductor,
-  jiterator, NNC); kernel_rules: what a kernel may call, in Triton's own code generator;
+- writers: the writer check (what a watched forward returns was stored by its kernels);
+  device_activity: GPU work launched outside every Triton launch and op; profiler: its entry
+  points; kernel_rules: what a kernel may call, in Triton's own code generator;
 - imports: the import policy; student_runtime, interpreter_compat: the same process settings and
   interpreter fixes as `pytest handout`; interpreter_driver: Triton's driver and warmups where
   there is no GPU; gpu_compile: each interpreted launch compiled for the graded GPU.

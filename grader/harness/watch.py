@@ -31,7 +31,6 @@ import torch.testing  # noqa: E402
 
 from grader import protocol  # noqa: E402
 from grader.harness import writers  # noqa: E402
-from grader.harness.generated_code import GeneratedCode  # noqa: E402
 from grader.harness.profiler import PROFILER  # noqa: E402, F401  (the harness's modules read it here)
 from grader.harness.recording import DeviceContext, Recording, settle_modes  # noqa: E402
 
@@ -83,22 +82,19 @@ def make_getitem(original, counter, inside, watching, span, label, writers):
         return launch
     return __getitem__
 
-def make_launcher_call(original, counter, inside, watching, span, label, writers):
+def make_launcher_call(original, counter, inside, watching, writers):
     def __call__(self, *args, **kwargs):
         if inside[0] != 0:
             return original(self, *args, **kwargs)
         counter[0] += 1
-        if not watching[0]:
+        w = writers[0] if watching[0] else None
+        if w is None:
             return original(self, *args, **kwargs)
-        w = writers[0]
         inside[0] += 1
         try:
-            if w is not None:
-                w.before_launch(args, kwargs)
-            with span(label):
-                result = original(self, *args, **kwargs)
-            if w is not None:
-                w.after_launch(self)
+            w.before_launch(args, kwargs)
+            result = original(self, *args, **kwargs)
+            w.after_launch(self, own=False)
             return result
         finally:
             inside[0] -= 1
@@ -160,7 +156,11 @@ class LaunchCounter:
             klass.run = namespace["make"](klass.run, cls._counter, cls._inside, *watched, counts=False)
         launcher = cuda_launcher()
         if launcher is not None:
-            launcher.__call__ = namespace["make_launcher_call"](launcher.__call__, cls._counter, cls._inside, *watched)
+            # a launch made straight through the driver's launcher (Inductor's generated kernels are)
+            # is not one of the submission's Triton launches: what it writes is no kernel of theirs
+            launcher.__call__ = namespace["make_launcher_call"](
+                launcher.__call__, cls._counter, cls._inside, Recording.watching, writers.ACTIVE
+            )
         try:
             from triton.compiler.compiler import CompiledKernel
         except ImportError:  # pragma: no cover - Triton laid out otherwise
@@ -308,11 +308,6 @@ class Guard:
                     continue
                 self.saved.append((label, owner, name, value))
 
-    def watch_later(self, label: str, owner: Any, name: str) -> None:
-        """Watch one more name from now on: one the harness wrapped after the snapshot (a lazily
-        imported module's)."""
-        self.saved.append((label, owner, name, vars(owner)[name]))
-
     def restore(self) -> list[str]:
         """Put back whatever was replaced; return (and remember) what it was."""
         # first of all: a profile or trace function set by submission code runs at every call the
@@ -335,7 +330,6 @@ class Guard:
             for name in [n for n in vars(klass) if n not in names and n not in _CACHED_BY_PYTHON]:
                 changed.append(f"{label}.{name}")
                 delattr(klass, name)
-        changed += GeneratedCode.bypassed()
         changed += settle_modes()
         for name in changed:
             self.flag(name)
@@ -367,9 +361,7 @@ GUARD = Guard()
 def arm() -> None:
     """Install all that watches submission code, before it is imported (the worker and the handout
     alike): the launch counter and the recording beside the profiler, then the guard's snapshot,
-    which must find them in place as the harness's own, then the marks of generated code, whose
-    lazily wrapped names the guard is told of as they are wrapped."""
+    which must find them in place as the harness's own."""
     LaunchCounter.install()
     Recording.install()
     GUARD.snapshot()
-    GeneratedCode.install(Recording.watching, Recording.seen, GUARD.watch_later)

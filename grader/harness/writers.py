@@ -200,7 +200,10 @@ class Writers:
         finally:
             self.busy = False
 
-    def after_launch(self, kernel: Any) -> None:
+    def after_launch(self, kernel: Any, own: bool = True) -> None:
+        """After a launch: what it changed, or was given, is its kernel's output. A launch made straight
+        through the driver's launcher (`own` False: Inductor's generated kernels) is no kernel of the
+        submission's: what it writes is from outside."""
         name = str(getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "a kernel"))
         self.busy = True
         try:
@@ -208,6 +211,8 @@ class Writers:
                 _cuda_sync()  # a side stream's kernels too
             # what the launch made is from outside if anything it was given is
             foreign = next((self.kept[k].foreign for k in self._read if self.kept[k].foreign), None)
+            if not own:
+                foreign = "a Triton kernel launched past your code's launches (a generated one?)"
             for key, kept in self.kept.items():
                 now = _bytes(kept.tensor)
                 if now != kept.data or (key in self._given and not kept.is_input):

@@ -251,8 +251,9 @@ def kernel_check(
     `watch`: the whole call, or only the forward, for a problem whose backward may be PyTorch);
     `triton_launches` counts the Triton kernels the whole call launched; `compiled` names the
     events of torch.compile'd code that ran compiled in the watched part, where the watch runs
-    it eagerly, and the marks of other generated code (`grader.harness.generated_code`): its
-    kernels are Inductor's or PyTorch's, not the student's, and their ops are unseen.
+    it eagerly, and of TorchScript's fusers: their kernels are Inductor's or PyTorch's, not the
+    student's, and their ops are unseen (code PyTorch generates and runs past both, Inductor's,
+    AOTInductor's, jiterator's, NNC's, writes memory the writer check refuses).
     `submission`, where known, is read for the lines that likely run an op the rule does not allow.
     `graph_launches` counts CUDA graph replays in the watched part: the kernels a graph runs were
     captured before the call, so neither the ops nor the launches seen stand for them.
@@ -272,9 +273,8 @@ def kernel_check(
     if compiled:
         return (
             f"ran compiled PyTorch code in case {case.name} ({compiled[0]}): torch.compile'd code runs "
-            f"eagerly there unless torch.compiler's stance was changed; TorchScript's fused groups and NNC "
-            f"code, code Inductor generated past torch.compile, AOTInductor's models and jiterator's kernels "
-            f"are not allowed: {problem.rule.rule}"
+            f"eagerly there unless torch.compiler's stance was changed; TorchScript's fused groups are not "
+            f"allowed either: {problem.rule.rule}"
         )
     if graph_launches:
         return (
