@@ -52,10 +52,10 @@ GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 def _summed_up(
     record: dict[str, Any], names: list[str], kernels: list[str], launches_before: int, foreign: Sequence[str] = ()
 ) -> None:
-    redispatched, refused = Recording.stop()
+    refused = Recording.stop()
     for switch in refused:
         GUARD.flag(f"the profiler ({switch} during the call)")
-    distinct = set(names) | set(redispatched)
+    distinct = set(names)
     record["aten_ops"] = sorted(n for n in distinct if op_names.recorded(n, Recording.namespaces))
     record["compiled_regions"] = compiled_events(distinct)
     record["gpu_kernels"] = kernels

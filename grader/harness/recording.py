@@ -10,7 +10,6 @@ holes).
 from __future__ import annotations
 
 import builtins
-import gc
 import os
 from importlib.machinery import SourceFileLoader
 from typing import Any
@@ -23,20 +22,6 @@ from torch.utils._device import DeviceContext
 from grader.spec import op_names
 
 _WRAPPER = """
-def make_redispatch(original, watching, seen):
-    def redispatch_boxed(self, *args, **kwargs):
-        if watching[0]:
-            seen.append(self.schema().name)
-        return original(self, *args, **kwargs)
-    return redispatch_boxed
-
-def make_kernel_call(original, watching, seen):
-    def call_boxed(self, *args, **kwargs):
-        if watching[0]:
-            seen.append(self.op_handle.schema().name)
-        return original(self, *args, **kwargs)
-    return call_boxed
-
 def make_switch(original, watching, refused, label):
     def switch(*args, **kwargs):
         on = args[0] if args else next(iter(kwargs.values()), True)
@@ -53,30 +38,6 @@ def make_refusal(original, watching, refused, label):
             return None
         return original(*args, **kwargs)
     return refused_while_watched
-
-def make_op_dk(watching, seen, raw_by_op):
-    def get(self):
-        raw = raw_by_op[id(self)]
-        if not watching[0]:
-            return raw
-        name = self._schema.name
-        def op_dk(*args, **kwargs):
-            seen.append(name)
-            return raw(*args, **kwargs)
-        return op_dk
-    def put(self, value):
-        raw_by_op[id(self)] = value
-    return property(get, put)
-
-def make_operation_overload(original, watching, seen):
-    def get_operation_overload(name, overload):
-        op, op_dk, *rest = original(name, overload)
-        def recorded(*args, **kwargs):
-            if watching[0]:
-                seen.append(name)
-            return op_dk(*args, **kwargs)
-        return (op, recorded, *rest)
-    return get_operation_overload
 
 def make_library(original, protected, torch_dir, namespaces, loader):
     bodies = {}
@@ -125,13 +86,9 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 class Recording:
     """What the profiler's op recording cannot see by itself, recorded beside it while a call is watched.
 
-    - `OpOverload.redispatch` (`_DispatchOperatorHandle.redispatch_boxed`) runs an op's kernel past
-      the dispatcher's RecordFunction: an op called that way left no event. Its name is
-      noted here instead (PyTorch's own custom-op wrappers redispatch too: their names are noted,
-      not refused).
-    - `OpOverload._op_dk` (and the `op_dk` of `torch._C._get_operation_overload`) calls an op's
-      kernel for one dispatch key, past RecordFunction too: noted the same way, as is a kernel
-      fetched for a dispatch key and called (`torch.library.get_kernel(...).call_boxed`).
+    - an op's kernel run past the dispatcher's RecordFunction (`OpOverload.redispatch`, `_op_dk`, a
+      kernel fetched for a dispatch key and `call_boxed`) leaves no event; what it computes is memory
+      no op made, which the writer check keeps out of the output (`grader.harness.writers`).
     - a kernel registered for an aten op (`torch.library.Library("aten", "IMPL")`, or the public
       `torch.library.impl("aten::clone", ...)`, whose Library is made inside torch) would run inside
       the harness's own copies: registrations for PyTorch's namespaces are refused unless PyTorch
@@ -146,7 +103,6 @@ class Recording:
     """
 
     watching = [False]
-    seen: list[str] = []
     #: PyTorch's operator namespaces but `aten`'s, as registered before the submission is imported
     #: and by PyTorch's own modules afterwards: their ops are recorded (`grader.spec.op_names`)
     namespaces: set[str] = set()
@@ -161,11 +117,6 @@ class Recording:
         # the real builtins: PyTorch's argument parsing imports through the calling frame's
         namespace: dict[str, Any] = {"__builtins__": builtins}
         exec(_WRAPPER, namespace)  # noqa: S102 - a fixed string, compiled apart from this module's globals
-        handle = torch._C._DispatchOperatorHandle
-        handle.redispatch_boxed = namespace["make_redispatch"](handle.redispatch_boxed, cls.watching, cls.seen)
-        kernel = getattr(torch._C, "_SafeKernelFunction", None)
-        if kernel is not None:
-            kernel.call_boxed = namespace["make_kernel_call"](kernel.call_boxed, cls.watching, cls.seen)
         make_switch, autograd = namespace["make_switch"], torch._C._autograd
         wrappers = {
             name: make_switch(getattr(autograd, name), cls.watching, cls.refused, f"{name}(False)")
@@ -178,31 +129,21 @@ class Recording:
             for owner in (torch._C._autograd, torch.autograd, torch.autograd.profiler):
                 if hasattr(owner, name):
                     setattr(owner, name, wrapper)
-        # each op's raw `_op_dk` leaves the instance (whose __dict__ anyone can read) for a table
-        raw_by_op: dict[int, Any] = {}
-        overload = torch._ops.OpOverload
-        for op in [o for o in gc.get_objects() if type(o) is overload and "_op_dk" in vars(o)]:
-            raw_by_op[id(op)] = vars(op).pop("_op_dk")
-        overload._op_dk = namespace["make_op_dk"](cls.watching, cls.seen, raw_by_op)
         cls.namespaces.update(op_names.pytorch_namespaces(torch._C._dispatch_get_all_op_names()))
         torch._C._dispatch_library = namespace["make_library"](
             torch._C._dispatch_library, _PROTECTED, _TORCH_DIR, cls.namespaces, SourceFileLoader
         )
-        torch._C._get_operation_overload = namespace["make_operation_overload"](
-            torch._C._get_operation_overload, cls.watching, cls.seen
-        )
 
     @classmethod
     def start(cls) -> None:
-        cls.seen.clear()
         cls.refused.clear()
         cls.watching[0] = True
 
     @classmethod
-    def stop(cls) -> tuple[list[str], list[str]]:
-        """(ops redispatched, recording switches refused) since `start`."""
+    def stop(cls) -> list[str]:
+        """The recording switches refused since `start`."""
         cls.watching[0] = False
-        return list(dict.fromkeys(cls.seen)), list(dict.fromkeys(cls.refused))
+        return list(dict.fromkeys(cls.refused))
 
 
 # -- mode stacks ----------------------------------------------------------------------------------

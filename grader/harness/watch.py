@@ -252,14 +252,6 @@ def _guarded() -> list[tuple[str, Any, tuple[str, ...] | None]]:
         ("torch.profiler.profile", torch.profiler.profile, _ALL),
         ("triton JITFunction", jit.JITFunction, ("run",)),
         *([("triton CudaLauncher", cuda_launcher(), ("__call__",))] if cuda_launcher() is not None else []),
-        ("torch dispatcher", torch._C._DispatchOperatorHandle, ("redispatch_boxed",)),
-        *(
-            [("torch kernel", torch._C._SafeKernelFunction, ("call_boxed",))]
-            if hasattr(torch._C, "_SafeKernelFunction")
-            else []
-        ),
-        ("torch._ops.OpOverload", torch._ops.OpOverload, ("_op_dk", "redispatch")),
-        ("torch._C", torch._C, ("_get_operation_overload",)),
         ("torch.utils._device.DeviceContext", DeviceContext, _ALL),
     ]
     try:

@@ -159,3 +159,30 @@ def test_a_tensor_made_before_the_call_is_what_it_is() -> None:
         return out
 
     assert _judged(reads_a_constant) is None
+
+
+@pytest.mark.parametrize(
+    "past",
+    [
+        lambda x: torch.ops.aten.tanh.default.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.CPU), x),
+        lambda x: torch.ops.aten.tanh.default._op_dk(torch._C.DispatchKey.CPU, x),
+        lambda x: torch.library.get_kernel("aten::tanh", "CPU").call_boxed(torch._C.DispatchKeySet("CPU"), x),
+    ],
+    ids=["redispatch", "op_dk", "call_boxed"],
+)
+def test_an_op_run_past_the_dispatcher_makes_memory_from_outside(past: Callable[[torch.Tensor], Any]) -> None:
+    """No event records such an op, and no dispatch mode sees it: what it makes is memory no op made."""
+
+    def returned(x: torch.Tensor) -> torch.Tensor:
+        _double(x, torch.empty_like(x))
+        return past(x)
+
+    def copied_by_a_kernel(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        _double(past(x), out)
+        return out
+
+    found = _judged(returned)
+    assert found is not None and found.what in ("not_written", "from_outside")
+    found = _judged(copied_by_a_kernel)
+    assert found is not None and found.what == "from_outside"
