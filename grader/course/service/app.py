@@ -26,12 +26,13 @@ from starlette.routing import Route
 
 from grader.course import archives
 from grader.course.service import quotas, store, tokens, views
-from grader.course.service.limits import RateLimiter, TooLarge, read_body
+from grader.course.service.limits import ANONYMOUS_PER_MINUTE, RateLimiter, TooLarge, read_body
 from grader.course.service.scheduler import Scheduler
 from grader.records.report import render_html
 from grader.spec.model import MODES, Assignment, Quota
 
 COOKIE = "grader_token"
+INVALID_TOKEN = "this token is not valid (mistyped, replaced or revoked): ask staff for yours"
 
 
 @dataclass
@@ -43,7 +44,8 @@ class Server:
     device: str
     quota: dict[str, Quota]
     scheduler: Scheduler | None = None
-    limiter: RateLimiter = field(default_factory=RateLimiter)
+    limiter: RateLimiter = field(default_factory=RateLimiter)  # per person
+    anonymous: RateLimiter = field(default_factory=lambda: RateLimiter(ANONYMOUS_PER_MINUTE))  # one shared key
     clock: Callable[[], float] = time.time
     submit_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -69,14 +71,21 @@ def bearer(request: Request) -> str | None:
     return header[7:].strip() if header[:7].lower() == "bearer " else None
 
 
+def person_for(request: Request, token: str | None) -> tokens.Person | None:
+    """Who holds `token`, looked up once per request (the rate limit asks first, the route again)."""
+    known: dict[str, tokens.Person | None] = request.scope.setdefault("state", {}).setdefault("grader_people", {})
+    if (token or "") not in known:
+        known[token or ""] = tokens.authenticate(request.app.state.server.engine, token)
+    return known[token or ""]
+
+
 def caller(request: Request, staff: bool = False) -> tokens.Person:
-    server: Server = request.app.state.server
     token = bearer(request)
     if not token:
         raise Refused(401, "no token: pass your token (grader submit --token, or GRADER_TOKEN)")
-    person = tokens.authenticate(server.engine, token)
+    person = person_for(request, token)
     if person is None:
-        raise Refused(401, "this token is not valid (mistyped, replaced or revoked): ask staff for yours")
+        raise Refused(401, INVALID_TOKEN)
     if staff and not person.staff:
         raise Refused(403, "staff only")
     return person

@@ -13,6 +13,8 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import uvicorn
+
 from grader.batch.concurrency import jobs_at_once
 from grader.course.service import db
 from grader.course.service.app import Server
@@ -95,18 +97,21 @@ def make_server(options: ServeOptions, start_queue: bool = True) -> Server:
     return server
 
 
-def serve(options: ServeOptions) -> None:
-    import uvicorn
-
-    from grader.course.service.asgi import build_app
-
-    app = build_app(make_server(options))
-    uvicorn.run(
-        app,
-        host=options.host,
-        port=options.port,
-        log_level="info",
+def uvicorn_config(app: object, host: str, port: int, log_level: str = "info") -> uvicorn.Config:
+    """uvicorn's settings for the service: `grader serve` and the tests that attack it use these."""
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level=log_level,
         limit_concurrency=MAX_CONNECTIONS,
         timeout_keep_alive=KEEP_ALIVE_S,
         server_header=False,
     )
+
+
+def serve(options: ServeOptions) -> None:
+    from grader.course.service.asgi import build_app
+
+    app = build_app(make_server(options))
+    uvicorn.Server(uvicorn_config(app, options.host, options.port)).run()

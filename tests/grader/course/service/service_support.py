@@ -90,15 +90,16 @@ def cookie(s: Service_, who: str) -> dict[str, str]:
     return {"cookie": f"grader_token={s.tokens[who]}"}
 
 
-@contextmanager
-def service(
+def make_server(
     tmp_path: Path,
     service: Service | None = None,
     quota: int | None = None,
     device: str = "cpu",
     rate: int = 10_000,
     database: str | None = None,  # a --db; None: a SQLite file in tmp_path
-) -> Iterator[Service_]:
+    anonymous_rate: int = 10_000,
+) -> tuple[Server, dict[str, str]]:
+    """The service's Server with three people (alice, bob: students; ta: staff) and their tokens."""
     engine = db.open_db(database or str(tmp_path / "grades.sqlite"))
     issued = {}
     for who, role in (("alice", "student"), ("bob", "student"), ("ta", "staff")):
@@ -109,7 +110,21 @@ def service(
     setup = GradingSetup(
         spec=Path("assignment.toml"), device=device, secret="s", files=tmp_path / "files", hide=[], jobs=1
     )
-    server = Server(engine, assignment, device, effective(assignment.service, quota), limiter=RateLimiter(rate))  # type: ignore[arg-type]
+    server = Server(
+        engine,
+        assignment,
+        device,
+        effective(assignment.service, quota),  # type: ignore[arg-type]
+        limiter=RateLimiter(rate),
+        anonymous=RateLimiter(anonymous_rate),
+    )
     server.scheduler = Scheduler(engine, setup, grade=fake_grade)
+    return server, issued
+
+
+@contextmanager
+def service(tmp_path: Path, service: Service | None = None, **options: Any) -> Iterator[Service_]:
+    """The app in this process, through Starlette's test client."""
+    server, issued = make_server(tmp_path, service, **options)
     with TestClient(build_app(server)) as client:
         yield Service_(client, server, issued)
