@@ -179,7 +179,9 @@ def list_submissions(request: Request) -> Response:
     rows = []
     for job in store.jobs_of(server.engine, person.id):
         result, withheld = views.visible_result(job, server.service, published, server.clock())
-        rows.append({**_brief(job), **views.summary(result), "withheld": withheld})
+        rows.append(
+            {**_brief(job), "state": views.shown_state(job, withheld), **views.summary(result), "withheld": withheld}
+        )
     return JSONResponse({"student": person.id, "submissions": rows, "quota": quota_left(server, person.id)})
 
 

@@ -91,7 +91,15 @@ def student_page(request: Request) -> Response:
     rows = []
     for job in store.jobs_of(server.engine, person.id):
         result, withheld = views.visible_result(job, server.service, published, server.clock())
-        rows.append({"job": job, "withheld": withheld, "has_report": result is not None, **views.summary(result)})
+        rows.append(
+            {
+                "job": job,
+                "state": views.shown_state(job, withheld),
+                "withheld": withheld,
+                "has_report": result is not None,
+                **views.summary(result),
+            }
+        )
     return page(
         "student.html.j2",
         person=person,

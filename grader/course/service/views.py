@@ -1,7 +1,8 @@
 """What leaves the server: a student's view of their jobs, the public leaderboard, staff's side by side.
 
-The one rule: a `final` job's record (the hidden suite's verdicts, its worker output) is shown to
-nobody but staff until staff publish or the deadline passes, and even then without the worker's
+The one rule: a `final` job's record (the hidden suite's verdicts, its worker output, even its
+state and times, which would tell how long the hidden suite took it) is shown to nobody but
+staff until staff publish or the deadline passes, and even then without the worker's
 output (a submission can print the hidden cases' shapes: docs/defenses.md). Every page and every
 endpoint that shows a job goes through `student_view`.
 """
@@ -22,6 +23,9 @@ from grader.leaderboard.ranking import flag_reasons, overall_speedup, rank_key
 from grader.records.model import Result
 from grader.spec.model import Service
 
+#: the only state a student sees of a final until its results may be shown
+WITHHELD_STATE = "received"
+
 
 def result_of(job: store.Job) -> Result | None:
     return None if not job.result else Result.model_validate_json(job.result)
@@ -30,11 +34,13 @@ def result_of(job: store.Job) -> Result | None:
 def visible_result(job: store.Job, service: Service, published: float | None, now: float) -> tuple[Result | None, str]:
     """The record a student may see of their own job, and why it is withheld when it is."""
     result = result_of(job)
-    if result is None or job.mode != "final":
+    if job.mode != "final":
         return result, ""
     if not finals_visible(service, published, now):
         when = f" after the deadline ({service.deadline.isoformat()})" if service.deadline else ""
         return None, f"a final result is shown{when} or when staff publish the results"
+    if result is None:
+        return None, ""
     for problem in result.problems:
         problem.output = ""
     return result, ""
@@ -49,19 +55,25 @@ def student_view(
         "id": job.id,
         "mode": job.mode,
         "problems": job.problem_list or [],
-        "state": job.state,
+        "state": shown_state(job, withheld),
         "archive": job.archive_name,
         "created_at": iso(job.created_at),
-        "started_at": iso(job.started_at),
-        "finished_at": iso(job.finished_at),
+        # a withheld final's times and progress would tell how long the hidden suite took it
+        "started_at": None if withheld else iso(job.started_at),
+        "finished_at": None if withheld else iso(job.finished_at),
         "late": job.late,
         "result": None if result is None else result.model_dump(mode="json"),
         "withheld": withheld,
         "error": "" if withheld else job.error,
     }
-    if job.state == "queued":
+    if job.state == "queued" and not withheld:
         view["ahead"] = store.ahead_of(engine, job)
     return view
+
+
+def shown_state(job: store.Job, withheld: str) -> str:
+    """A withheld final is only ever "received": queued, running, graded or error would time it."""
+    return WITHHELD_STATE if withheld else job.state
 
 
 def summary(result: Result | None) -> dict[str, Any]:

@@ -6,9 +6,12 @@ that it is refused, beside an honest request that must still succeed.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from grader.course.service import store
 from tests.grader.course.service.live_support import live
+from tests.grader.course.service.service_support import settle
 
 
 def test_made_up_tokens_share_one_budget_and_are_refused(tmp_path: Path) -> None:
@@ -32,3 +35,31 @@ def test_made_up_tokens_cannot_flush_a_students_count(tmp_path: Path) -> None:
         assert s.http.get("/api/me", headers=s.as_("alice")).status_code == 429  # still counted
         assert s.http.get("/api/me", headers=s.as_("bob")).status_code == 200
         assert s.server.limiter.clients == 2
+
+
+def test_a_withheld_final_shows_no_state_and_no_times_until_published(tmp_path: Path) -> None:
+    with live(tmp_path) as s:
+        honest = s.submit("alice").json()["id"]
+        final = s.submit("alice", mode="final").json()["id"]
+        seen = set()
+        for _ in range(200):  # polled while it is queued, graded and done, as the attack did
+            view = s.http.get(f"/api/submissions/{final}", headers=s.as_("alice")).json()
+            seen.add((view["state"], view["started_at"], view["finished_at"], "ahead" in view))
+            if store.get(s.server.engine, final).state == "graded":  # type: ignore[union-attr]
+                break
+            time.sleep(0.02)
+        settle(s.server, final)
+        view = s.http.get(f"/api/submissions/{final}", headers=s.as_("alice")).json()
+        seen.add((view["state"], view["started_at"], view["finished_at"], "ahead" in view))
+        assert seen == {("received", None, None, False)}
+        listing = s.http.get("/api/submissions", headers=s.as_("alice")).json()["submissions"]
+        assert {r["id"]: r["state"] for r in listing} == {final: "received", honest: "graded"}
+        report = s.http.get(f"/api/submissions/{final}/report", headers=s.as_("alice"))
+        assert report.status_code == 404 and "graded" not in report.text and "staff publish" in report.text
+        page = s.http.get("/me", headers={"cookie": f"grader_token={s.tokens['alice']}"}).text
+        assert "state-graded" in page and page.count("state-received") == 1  # the test job; the final
+        # the honest view of a test job keeps its state and times; a published final gets them back
+        assert s.http.get(f"/api/submissions/{honest}", headers=s.as_("alice")).json()["finished_at"]
+        assert s.http.post("/api/staff/publish", headers=s.as_("ta")).status_code == 200
+        shown = s.http.get(f"/api/submissions/{final}", headers=s.as_("alice")).json()
+        assert shown["state"] == "graded" and shown["finished_at"] and shown["result"]["score"] == 10.0
