@@ -48,6 +48,8 @@ class Server:
     anonymous: RateLimiter = field(default_factory=lambda: RateLimiter(ANONYMOUS_PER_MINUTE))  # one shared key
     clock: Callable[[], float] = time.time
     submit_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the key of the leaderboard's pseudonyms (serving.alias_secret); None: no public leaderboard
+    alias_secret: str | None = None
 
     @property
     def service(self):  # type: ignore[no-untyped-def]
@@ -89,6 +91,13 @@ def caller(request: Request, staff: bool = False) -> tokens.Person:
     if staff and not person.staff:
         raise Refused(403, "staff only")
     return person
+
+
+def public_alias_secret(server: Server) -> str:
+    """The pseudonyms' key; without one the leaderboard is not published (a guessable key undoes them)."""
+    if not server.alias_secret:
+        raise Refused(503, "the leaderboard is not published: the server has no pseudonym secret (see grader serve)")
+    return server.alias_secret
 
 
 def own_job(server: Server, person: tokens.Person, job_id: str) -> store.Job:
@@ -221,7 +230,7 @@ def me(request: Request) -> Response:
 
 def leaderboard(request: Request) -> Response:
     server: Server = request.app.state.server
-    rows = views.standings(server.engine, server.service, server.assignment.assignment.name, server.clock())
+    rows = views.standings(server.engine, server.service, public_alias_secret(server), server.clock())
     return JSONResponse({"rows": [s.row(n) for n, s in enumerate(rows, start=1)]})
 
 
@@ -248,7 +257,7 @@ def rerun_top(server: Server, n: int) -> list[int]:
     """The leaderboard's top `n` graded again under one new secret, beside their first runs."""
     secret = secrets.token_hex(32)
     made = []
-    for standing in views.standings(server.engine, server.service, server.assignment.assignment.name)[:n]:
+    for standing in views.standings(server.engine, server.service, None)[:n]:
         job = standing.job
         data = store.archive_of(server.engine, job.id)
         made.append(

@@ -17,7 +17,15 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from grader.course.service import store, tokens, views
-from grader.course.service.app import COOKIE, Refused, Server, quota_left, rerun_top, staff_overview
+from grader.course.service.app import (
+    COOKIE,
+    Refused,
+    Server,
+    public_alias_secret,
+    quota_left,
+    rerun_top,
+    staff_overview,
+)
 from grader.course.service.limits import MAX_SMALL_BODY, TooLarge, read_body
 from grader.course.service.quotas import iso
 from grader.records.report import render_html
@@ -51,7 +59,7 @@ async def form(request: Request) -> dict[str, str]:
 
 def leaderboard_page(request: Request) -> Response:
     server: Server = request.app.state.server
-    ranked = views.standings(server.engine, server.service, server.assignment.assignment.name, server.clock())
+    ranked = views.standings(server.engine, server.service, public_alias_secret(server), server.clock())
     return page(
         "leaderboard.html.j2",
         title=server.assignment.assignment.title,

@@ -21,10 +21,13 @@ from grader.course.service.app import Server
 from grader.course.service.jobs import GradingSetup
 from grader.course.service.quotas import effective
 from grader.course.service.scheduler import Scheduler
+from grader.leaderboard.names import SALT_ENV
 from grader.orchestrator.options import resolve_device
 from grader.spec.load import load_assignment
 from grader.spec.model import DEFAULT_SPEC
 
+#: the shortest pseudonym key taken from the environment
+MIN_ALIAS_SECRET = 16
 #: uvicorn's bounds: connections at once, and how long an idle keep-alive connection is kept
 MAX_CONNECTIONS = 200
 KEEP_ALIVE_S = 5
@@ -48,17 +51,34 @@ class ServeOptions:
     cluster: dict[str, object] = field(default_factory=dict)
 
 
-def server_secret(files: Path, secret_file: str | None) -> str:
-    if secret_file:
-        return Path(secret_file).read_text().strip()
-    if os.environ.get("GRADER_SECRET"):
-        return os.environ["GRADER_SECRET"]
-    path = files / "secret"
+def kept_secret(path: Path) -> str:
+    """A random secret drawn once and kept at `path` (mode 0600), so a restart keeps it."""
     if not path.exists():
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_hex(32))
     return path.read_text().strip()
+
+
+def server_secret(files: Path, secret_file: str | None) -> str:
+    if secret_file:
+        return Path(secret_file).read_text().strip()
+    if os.environ.get("GRADER_SECRET"):
+        return os.environ["GRADER_SECRET"]
+    return kept_secret(files / "secret")
+
+
+def alias_secret(files: Path) -> str:
+    """The leaderboard's pseudonym key: the staff's GRADER_LEADERBOARD_SALT (as `grader batch` and
+    `grader leaderboard` read it, so reports show the same aliases), else one drawn and kept.
+    A short one is refused: anyone with the class list could try every guess."""
+    given = os.environ.get(SALT_ENV, "")
+    if given and len(given) < MIN_ALIAS_SECRET:
+        raise RuntimeError(
+            f"{SALT_ENV} has {len(given)} characters: a pseudonym key needs at least {MIN_ALIAS_SECRET} "
+            "(a guessable one lets anyone with the class list undo the aliases); unset it to have one drawn"
+        )
+    return given or kept_secret(files / "leaderboard-secret")
 
 
 def hidden(options: ServeOptions, files: Path) -> list[Path]:
@@ -92,6 +112,7 @@ def make_server(options: ServeOptions, start_queue: bool = True) -> Server:
         cluster=options.cluster,
     )
     server = Server(engine, assignment, device, effective(assignment.service, options.quota))  # type: ignore[arg-type]
+    server.alias_secret = alias_secret(files)
     if start_queue:
         server.scheduler = Scheduler(engine, setup)
     return server

@@ -9,7 +9,6 @@ endpoint that shows a job goes through `student_view`.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from grader.course.service import store
 from grader.course.service.quotas import finals_visible, iso
-from grader.leaderboard.names import SALT_ENV, display_names
+from grader.leaderboard.names import display_names
 from grader.leaderboard.ranking import flag_reasons, overall_speedup, rank_key
 from grader.records.model import Result
 from grader.spec.model import Service
@@ -105,14 +104,14 @@ class Standing:
             "score": round(self.result.score, 2),
             "max_score": round(self.result.max_score, 2),
             "speedup": None if speedup is None else round(speedup, 3),
-            "mode": self.job.mode,
-            "graded_at": self.result.graded_at,
+            "mode": self.job.mode,  # no time: when a row changed ties its alias to whoever saw a classmate submit
         }
 
 
-def standings(engine: Engine, service: Service, assignment_name: str, now: float | None = None) -> list[Standing]:
+def standings(engine: Engine, service: Service, alias_secret: str | None, now: float | None = None) -> list[Standing]:
     """The live leaderboard, best first: each student's best clean benchmark result, or, once
-    final results are visible and exist, each student's best clean final (no final, no place)."""
+    final results are visible and exist, each student's best clean final (no final, no place).
+    Aliases are keyed by the staff's secret (None: no aliases, for staff's own use)."""
     now = time.time() if now is None else now
     finals_shown = finals_visible(service, store.published_at(engine), now)
     graded = [j for j in store.all_jobs(engine, ("graded",)) if j.rerun_of is None]
@@ -126,8 +125,7 @@ def standings(engine: Engine, service: Service, assignment_name: str, now: float
         old = best.get(job.person_id)
         if old is None or rank_key(result) > rank_key(old[1]):
             best[job.person_id] = (job, result)
-    salt = os.environ.get(SALT_ENV) or assignment_name
-    names = display_names(best, salt, {})
+    names = display_names(best, alias_secret, {}) if alias_secret else {s: "" for s in best}
     ranked = [Standing(s, names[s], job, result) for s, (job, result) in best.items()]
     return sorted(ranked, key=lambda s: rank_key(s.result), reverse=True)
 

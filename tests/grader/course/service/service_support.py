@@ -27,6 +27,7 @@ from grader.spec.load import load_assignment
 from grader.spec.model import Service
 
 MODULES = ["gelu", "softmax", "matmul", "flash_attention"]
+ALIAS_SECRET = "the-staffs-pseudonym-key-0123456789"
 
 
 def archive(files: dict[str, str] | None = None) -> bytes:
@@ -105,6 +106,7 @@ def make_server(
     rate: int = 10_000,
     database: str | None = None,  # a --db; None: a SQLite file in tmp_path
     anonymous_rate: int = 10_000,
+    alias_secret: str | None = ALIAS_SECRET,
 ) -> tuple[Server, dict[str, str]]:
     """The service's Server with three people (alice, bob: students; ta: staff) and their tokens."""
     engine = db.open_db(database or str(tmp_path / "grades.sqlite"))
@@ -124,6 +126,7 @@ def make_server(
         effective(assignment.service, quota),  # type: ignore[arg-type]
         limiter=RateLimiter(rate),
         anonymous=RateLimiter(anonymous_rate),
+        alias_secret=alias_secret,
     )
     server.scheduler = Scheduler(engine, setup, grade=fake_grade)
     return server, issued

@@ -7,11 +7,16 @@ that it is refused, beside an honest request that must still succeed.
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from grader.course.service import store
+from grader.course.service.serving import ServeOptions, make_server
+from grader.leaderboard.names import SALT_ENV, pseudonym
 from tests.grader.course.service.live_support import live
-from tests.grader.course.service.service_support import settle
+from tests.grader.course.service.service_support import ALIAS_SECRET, settle
 
 
 def test_made_up_tokens_share_one_budget_and_are_refused(tmp_path: Path) -> None:
@@ -63,3 +68,37 @@ def test_a_withheld_final_shows_no_state_and_no_times_until_published(tmp_path: 
         assert s.http.post("/api/staff/publish", headers=s.as_("ta")).status_code == 200
         shown = s.http.get(f"/api/submissions/{final}", headers=s.as_("alice")).json()
         assert shown["state"] == "graded" and shown["finished_at"] and shown["result"]["score"] == 10.0
+
+
+def test_aliases_are_keyed_by_a_secret_and_rows_carry_no_time(tmp_path: Path) -> None:
+    with live(tmp_path, device="cuda") as s:
+        for who in ("alice", "bob"):
+            settle(s.server, s.submit(who, mode="benchmark").json()["id"])
+        rows = s.http.get("/api/leaderboard").json()["rows"]
+        assert len(rows) == 2 and all(set(r) == {"rank", "name", "score", "max_score", "speedup", "mode"} for r in rows)
+        # the attack: a class list and the readable salt (the assignment's name) name every alias
+        public = s.server.assignment.assignment.name
+        guesses = {pseudonym(who, public) for who in ("alice", "bob", "ta")}
+        assert not guesses & {r["name"] for r in rows}
+        assert {r["name"] for r in rows} == {pseudonym(who, ALIAS_SECRET) for who in ("alice", "bob")}
+        page = s.http.get("/leaderboard").text
+        assert str(datetime.now(timezone.utc).year) not in page  # no graded-at time on the public page
+    with live(tmp_path / "none", alias_secret=None) as s:  # no secret: no leaderboard rather than a weak one
+        refused = s.http.get("/api/leaderboard")
+        assert refused.status_code == 503 and "pseudonym secret" in refused.json()["error"]
+        assert s.http.get("/leaderboard").status_code == 503
+        assert s.http.get("/api/me", headers=s.as_("alice")).status_code == 200
+
+
+def test_serve_draws_and_keeps_a_pseudonym_secret_and_refuses_a_short_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SALT_ENV, raising=False)
+    options = ServeOptions(db=str(tmp_path / "grades.sqlite"), device="cpu")
+    first = make_server(options, start_queue=False).alias_secret
+    kept = tmp_path / "grades.sqlite.files" / "leaderboard-secret"
+    assert first and len(first) == 64 and kept.stat().st_mode & 0o077 == 0
+    assert make_server(options, start_queue=False).alias_secret == first  # a restart keeps the aliases
+    monkeypatch.setenv(SALT_ENV, "triton-kernels")
+    with pytest.raises(RuntimeError, match="at least 16"):
+        make_server(options, start_queue=False)
