@@ -117,8 +117,10 @@ def quota_left(server: Server, person_id: str) -> dict[str, Any]:
     }
 
 
-def check_submission(server: Server, person: tokens.Person, mode: str, problems: list[str]) -> bool:
-    """Whether the submission may be made, and whether it is late; Refused otherwise."""
+def check_submission(
+    server: Server, person: tokens.Person, mode: str, problems: list[str], now: float | None = None
+) -> bool:
+    """Whether the submission may be made at `now`, and whether it is late then; Refused otherwise."""
     if mode not in MODES:
         raise Refused(400, f"unknown mode {mode[:20]!r} (one of {', '.join(MODES)})")
     known = [p.name for p in server.assignment.problems]
@@ -127,7 +129,7 @@ def check_submission(server: Server, person: tokens.Person, mode: str, problems:
         raise Refused(400, f"unknown problem(s) {', '.join(unknown)[:200]} (the assignment has {', '.join(known)})")
     if mode in ("benchmark", "profile") and server.device != "cuda":
         raise Refused(409, f"{mode} needs a GPU: this server grades on the CPU (Triton's interpreter)")
-    now = server.clock()
+    now = server.clock() if now is None else now
     refusal, late = quotas.deadline_refusal(server.service, mode, now)
     if refusal is None:
         made = store.made_times(server.engine, person.id, mode, now - quotas.DAY)
@@ -161,7 +163,8 @@ async def submit(request: Request) -> Response:
     mode = request.query_params.get("mode", "test")
     problems = [p for p in request.query_params.get("problems", "").split(",") if p]
     name = archive_name(request.query_params.get("name"))
-    late = await run_in_threadpool(check_submission, server, person, mode, problems)
+    # refused early when it would be refused anyway; lateness is judged once the upload is whole
+    await run_in_threadpool(check_submission, server, person, mode, problems)
     try:
         data = await read_body(request, server.service.max_upload_bytes)
     except TooLarge as exc:
@@ -171,8 +174,9 @@ async def submit(request: Request) -> Response:
 
     def add() -> int:
         with server.submit_lock:  # two uploads at once cannot both take the last one of a quota
-            check_submission(server, person, mode, problems)
-            return store.add_job(server.engine, person.id, mode, data, name, problems, late)
+            accepted = server.clock()  # THE time of a submission: its deadline, its lateness, its quota
+            late = check_submission(server, person, mode, problems, accepted)
+            return store.add_job(server.engine, person.id, mode, data, name, problems, late, created_at=accepted)
 
     job_id = await run_in_threadpool(add)
     server.wake()

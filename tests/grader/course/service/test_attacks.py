@@ -6,17 +6,21 @@ that it is refused, beside an honest request that must still succeed.
 
 from __future__ import annotations
 
+import json
+import socket
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from grader.course.service import store
 from grader.course.service.serving import ServeOptions, make_server
 from grader.leaderboard.names import SALT_ENV, pseudonym
-from tests.grader.course.service.live_support import live
-from tests.grader.course.service.service_support import ALIAS_SECRET, settle
+from grader.spec.model import Service
+from tests.grader.course.service.live_support import Live, live
+from tests.grader.course.service.service_support import ALIAS_SECRET, archive, settle
 
 
 def test_made_up_tokens_share_one_budget_and_are_refused(tmp_path: Path) -> None:
@@ -102,3 +106,37 @@ def test_serve_draws_and_keeps_a_pseudonym_secret_and_refuses_a_short_one(
     monkeypatch.setenv(SALT_ENV, "triton-kernels")
     with pytest.raises(RuntimeError, match="at least 16"):
         make_server(options, start_queue=False)
+
+
+def slow_upload(s: Live, who: str, data: bytes, pause_until: float) -> tuple[int, dict[str, Any]]:
+    """A final whose headers and first half leave before `pause_until` and the rest after it."""
+    head = (
+        f"POST /api/submissions?mode=final&name=submission.tar.gz HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+        f"Authorization: Bearer {s.tokens[who]}\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sock:
+        sock.sendall(head + data[: len(data) // 2])
+        time.sleep(max(0.0, pause_until - time.time()))
+        sock.sendall(data[len(data) // 2 :])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    return status, json.loads(answer.split(b"\r\n\r\n", 1)[1])
+
+
+@pytest.mark.parametrize("late", ["accept", "refuse"])
+def test_lateness_is_judged_when_the_upload_is_accepted(tmp_path: Path, late: str) -> None:
+    deadline = datetime.now(timezone.utc) + timedelta(seconds=2.5)
+    with live(tmp_path, Service(deadline=deadline, late=late), quota=100) as s:
+        honest = s.submit("bob", mode="final")  # in one go, before the deadline: on time
+        assert honest.status_code == 202 and honest.json()["late"] is False
+        status, body = slow_upload(s, "alice", archive(), deadline.timestamp() + 0.5)  # begun before, ended after
+        if late == "accept":
+            assert status == 202 and body["late"] is True
+            job = store.get(s.server.engine, body["id"])
+            assert job is not None and job.created_at > deadline.timestamp()
+            assert s.submit("alice", mode="final").json()["late"] is True  # in one go, after: the same
+        else:
+            assert status == 403 and body["limit"] == "deadline"
+            assert [j.person_id for j in store.all_jobs(s.server.engine)] == ["bob"]
