@@ -8,9 +8,9 @@ pages from their cookie only, so a page's cookie can never make an API call for 
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from grader.course import archives
-from grader.course.service import quotas, store, tokens, views
+from grader.course.service import quotas, store, tokens, uploads, views
 from grader.course.service.limits import ANONYMOUS_PER_MINUTE, RateLimiter, TooLarge, read_body
 from grader.course.service.scheduler import Scheduler
 from grader.records.report import render_html
@@ -45,6 +45,7 @@ class Server:
     quota: dict[str, Quota]
     scheduler: Scheduler | None = None
     limiter: RateLimiter = field(default_factory=RateLimiter)  # per person
+    refusals: uploads.RefusalBudget = field(default_factory=uploads.RefusalBudget)
     anonymous: RateLimiter = field(default_factory=lambda: RateLimiter(ANONYMOUS_PER_MINUTE))  # one shared key
     clock: Callable[[], float] = time.time
     submit_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -146,15 +147,27 @@ def archive_name(text: str | None) -> str:
     return name
 
 
-def check_archive(data: bytes, name: str, modules: list[str]) -> None:
-    """The upload goes through what `grader batch` does to an archive, before it is queued."""
-    with tempfile.TemporaryDirectory(prefix="grader-upload-") as scratch:
-        path = Path(scratch) / name
-        path.write_bytes(data)
-        try:
-            archives.find_submission_root(archives.unpack(path, Path(scratch) / "unpacked"), modules)
-        except archives.ArchiveError as exc:
-            raise Refused(422, f"bad archive: {exc}") from None
+async def read_upload(request: Request, server: Server, person: tokens.Person, name: str) -> bytes:
+    """The upload's bytes, once they are a submission; each refusal counts against `person`."""
+    wait = server.refusals.wait(person.id)
+    if wait is not None:
+        raise Refused(
+            429,
+            f"{server.refusals.per_hour} refused uploads in the last hour: the next upload is read in "
+            f"{max(1, math.ceil(wait))} s (check yours with `grader pack`, which checks what the server does)",
+            limit="refused uploads",
+        )
+    try:
+        data = await read_body(request, server.service.max_upload_bytes)
+    except TooLarge as exc:
+        server.refusals.add(person.id)
+        raise Refused(413, f"{exc} (a packed submission is a few kilobytes)") from None
+    modules = [p.module for p in server.assignment.problems]
+    problem = await run_in_threadpool(uploads.archive_problem, data, name, modules)
+    if problem is not None:
+        server.refusals.add(person.id)
+        raise Refused(422, f"bad archive: {problem}")
+    return data
 
 
 async def submit(request: Request) -> Response:
@@ -165,12 +178,7 @@ async def submit(request: Request) -> Response:
     name = archive_name(request.query_params.get("name"))
     # refused early when it would be refused anyway; lateness is judged once the upload is whole
     await run_in_threadpool(check_submission, server, person, mode, problems)
-    try:
-        data = await read_body(request, server.service.max_upload_bytes)
-    except TooLarge as exc:
-        raise Refused(413, f"{exc} (a packed submission is a few kilobytes)") from None
-    modules = [p.module for p in server.assignment.problems]
-    await run_in_threadpool(check_archive, data, name, modules)
+    data = await read_upload(request, server, person, name)
 
     def add() -> int:
         with server.submit_lock:  # two uploads at once cannot both take the last one of a quota

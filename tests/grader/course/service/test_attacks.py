@@ -6,8 +6,11 @@ that it is refused, beside an honest request that must still succeed.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import socket
+import tarfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -140,3 +143,38 @@ def test_lateness_is_judged_when_the_upload_is_accepted(tmp_path: Path, late: st
         else:
             assert status == 403 and body["limit"] == "deadline"
             assert [j.person_id for j in store.all_jobs(s.server.engine)] == ["bob"]
+
+
+def bomb() -> bytes:
+    """1.2 MiB of noise and 60 MiB of zeros that `grader batch`'s caps would unpack whole, then a
+    member named twice (refused only while writing): the attack's archive."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+        members = [("noise", os.urandom(1_200_000))] + [(f"zeros{n}", bytes(15 << 20)) for n in range(4)]
+        for name, data in [*members, ("gelu.py", b"x = 1\n"), ("gelu.py", b"x = 2\n")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def written() -> int:
+    """Bytes this process (the server's threads among them) has passed to write calls."""
+    return int(Path("/proc/self/io").read_text().split("wchar:")[1].split()[0])
+
+
+def test_refused_uploads_are_cheap_and_counted(tmp_path: Path) -> None:
+    data = bomb()
+    with live(tmp_path, quota=100) as s:
+        s.server.refusals.per_hour = 3
+        before = written()
+        for _ in range(3):
+            refused = s.submit("alice", data=data)
+            assert refused.status_code == 422 and "bytes uncompressed" in refused.json()["error"]
+        # each refusal wrote the upload to scratch (and sent it): nothing of what it inflates to
+        assert written() - before < 3 * 3 * len(data)
+        assert s.submit("alice", data=b"\0" * (5 << 20)).status_code == 429  # the budget is spent: unread
+        spent = s.submit("alice")  # an honest upload of hers waits too: refusals are not free
+        assert spent.status_code == 429 and spent.json()["limit"] == "refused uploads"
+        assert s.submit("bob").status_code == 202  # another student is not affected
+        assert s.http.get("/api/me", headers=s.as_("alice")).status_code == 200
