@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from grader.course import archives
 from grader.course.service import quotas, store, tokens, uploads, views
-from grader.course.service.limits import ANONYMOUS_PER_MINUTE, RateLimiter, TooLarge, read_body
+from grader.course.service.limits import ANONYMOUS_PER_MINUTE, RateLimiter, SlowBody, TooLarge, read_body
 from grader.course.service.scheduler import Scheduler
 from grader.records.report import render_html
 from grader.spec.model import MODES, Assignment, Quota
@@ -162,6 +162,9 @@ async def read_upload(request: Request, server: Server, person: tokens.Person, n
     except TooLarge as exc:
         server.refusals.add(person.id)
         raise Refused(413, f"{exc} (a packed submission is a few kilobytes)") from None
+    except SlowBody as exc:
+        server.refusals.add(person.id)
+        raise Refused(408, str(exc)) from None
     modules = [p.module for p in server.assignment.problems]
     problem = await run_in_threadpool(uploads.archive_problem, data, name, modules)
     if problem is not None:

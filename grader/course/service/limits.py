@@ -11,6 +11,7 @@ costs nothing (the quotas, which matter, are in the database).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -21,8 +22,15 @@ from starlette.requests import Request
 MAX_SMALL_BODY = 16 << 10
 #: requests a client may make per minute; `grader submit` polls every 2 s (30 a minute)
 REQUESTS_PER_MINUTE = 120
+#: seconds a request body may take to arrive whole (a connection that stalls is not held longer)
+BODY_TIMEOUT_S = 60.0
 #: requests per minute that every client without a valid token shares (the public leaderboard, /login)
 ANONYMOUS_PER_MINUTE = 600
+
+
+class SlowBody(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the request body did not arrive within {seconds:g} s")
 
 
 class TooLarge(Exception):
@@ -31,12 +39,23 @@ class TooLarge(Exception):
         self.limit = limit
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The body, or TooLarge past `limit` bytes, or SlowBody when it is not whole in `timeout_s`."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise TooLarge(limit)
+    timeout_s = BODY_TIMEOUT_S if timeout_s is None else timeout_s
     chunks, total = [], 0
-    async for chunk in request.stream():
+    stream = request.stream()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), max(0.0, deadline - loop.time()))
+        except StopAsyncIteration:
+            break
+        except TimeoutError:
+            raise SlowBody(timeout_s) from None
         total += len(chunk)
         if total > limit:
             raise TooLarge(limit)

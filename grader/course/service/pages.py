@@ -26,7 +26,7 @@ from grader.course.service.app import (
     rerun_top,
     staff_overview,
 )
-from grader.course.service.limits import MAX_SMALL_BODY, TooLarge, read_body
+from grader.course.service.limits import MAX_SMALL_BODY, SlowBody, TooLarge, read_body
 from grader.course.service.quotas import iso
 from grader.records.report import render_html
 
@@ -54,6 +54,8 @@ async def form(request: Request) -> dict[str, str]:
         body = await read_body(request, MAX_SMALL_BODY)
     except TooLarge as exc:
         raise Refused(413, str(exc)) from None
+    except SlowBody as exc:
+        raise Refused(408, str(exc)) from None
     return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
 
 

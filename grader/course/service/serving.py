@@ -18,6 +18,7 @@ import uvicorn
 from grader.batch.concurrency import jobs_at_once
 from grader.course.service import db
 from grader.course.service.app import Server
+from grader.course.service.connections import GuardedH11Protocol
 from grader.course.service.jobs import GradingSetup
 from grader.course.service.quotas import effective
 from grader.course.service.scheduler import Scheduler
@@ -125,6 +126,7 @@ def uvicorn_config(app: object, host: str, port: int, log_level: str = "info") -
         host=host,
         port=port,
         log_level=log_level,
+        http=GuardedH11Protocol,  # a per-address cap and a header time-out (connections.py)
         limit_concurrency=MAX_CONNECTIONS,
         timeout_keep_alive=KEEP_ALIVE_S,
         server_header=False,

@@ -16,9 +16,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from grader.course.service import store
+from grader.course.service import limits, store
+from grader.course.service.connections import GuardedH11Protocol
 from grader.course.service.serving import ServeOptions, make_server
 from grader.leaderboard.names import SALT_ENV, pseudonym
 from grader.spec.model import Service
@@ -178,3 +180,34 @@ def test_refused_uploads_are_cheap_and_counted(tmp_path: Path) -> None:
         assert spent.status_code == 429 and spent.json()["limit"] == "refused uploads"
         assert s.submit("bob").status_code == 202  # another student is not affected
         assert s.http.get("/api/me", headers=s.as_("alice")).status_code == 200
+
+
+def test_idle_connections_cannot_exhaust_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(GuardedH11Protocol, "header_timeout_s", 2.0)
+    monkeypatch.setattr(limits, "BODY_TIMEOUT_S", 2.0)
+    with live(tmp_path) as s:
+        idle = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(205)]
+        half = socket.create_connection(
+            ("127.0.0.1", s.port), timeout=10, source_address=("127.0.0.2", 0)
+        )  # headers never finished
+        half.sendall(b"GET /api/me HTTP/1.1\r\nHost: x\r\n")
+        try:
+            # another address is served at once: one address holds at most MAX_PER_ADDRESS of them
+            other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=10)
+            with other:
+                assert other.get(f"{s.url}/api/me", headers=s.as_("bob")).status_code == 200
+            time.sleep(3.0)  # past the header time-out: every idle socket has been closed
+            closed = sum(1 for sock in idle if sock.recv(1) == b"") + (half.recv(1) == b"")
+            assert closed == 206
+            assert s.http.get("/api/me", headers=s.as_("alice")).status_code == 200
+            # a body that stalls is refused when its time is up, and counted as a refused upload
+            with socket.create_connection(("127.0.0.1", s.port), timeout=10) as slow:
+                slow.sendall(
+                    b"POST /api/submissions?mode=test&name=s.tar.gz HTTP/1.1\r\nHost: x\r\n"
+                    + f"Authorization: Bearer {s.tokens['alice']}\r\nContent-Length: 1000\r\n\r\nabc".encode()
+                )
+                assert slow.recv(65536).startswith(b"HTTP/1.1 408")
+            assert s.submit("alice").status_code == 202  # an honest upload still goes through
+        finally:
+            for sock in [*idle, half]:
+                sock.close()
