@@ -114,7 +114,7 @@ def show(view: dict[str, Any], server: str, console: Console) -> int:
 
     if view.get("withheld"):
         console.print(f"#{view['id']} {view['state']}: {escape(view['withheld'])}")
-        return 0 if view["state"] == "graded" else 1
+        return 0 if view["state"] in ("graded", "received") else 1
     if view.get("result") is None:
         console.print(f"[red]#{view['id']} could not be graded:[/red] {escape(view.get('error') or view['state'])}")
         return 1

@@ -8,9 +8,9 @@ pages from their cookie only, so a page's cookie can never make an API call for 
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -25,13 +25,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from grader.course import archives
-from grader.course.service import quotas, store, tokens, views
-from grader.course.service.limits import RateLimiter, TooLarge, read_body
+from grader.course.service import quotas, store, tokens, uploads, views
+from grader.course.service.limits import ANONYMOUS_PER_MINUTE, RateLimiter, SlowBody, TooLarge, read_body
 from grader.course.service.scheduler import Scheduler
 from grader.records.report import render_html
 from grader.spec.model import MODES, Assignment, Quota
 
 COOKIE = "grader_token"
+INVALID_TOKEN = "this token is not valid (mistyped, replaced or revoked): ask staff for yours"
 
 
 @dataclass
@@ -43,9 +44,13 @@ class Server:
     device: str
     quota: dict[str, Quota]
     scheduler: Scheduler | None = None
-    limiter: RateLimiter = field(default_factory=RateLimiter)
+    limiter: RateLimiter = field(default_factory=RateLimiter)  # per person
+    refusals: uploads.RefusalBudget = field(default_factory=uploads.RefusalBudget)
+    anonymous: RateLimiter = field(default_factory=lambda: RateLimiter(ANONYMOUS_PER_MINUTE))  # one shared key
     clock: Callable[[], float] = time.time
     submit_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the key of the leaderboard's pseudonyms (serving.alias_secret); None: no public leaderboard
+    alias_secret: str | None = None
 
     @property
     def service(self):  # type: ignore[no-untyped-def]
@@ -69,17 +74,31 @@ def bearer(request: Request) -> str | None:
     return header[7:].strip() if header[:7].lower() == "bearer " else None
 
 
+def person_for(request: Request, token: str | None) -> tokens.Person | None:
+    """Who holds `token`, looked up once per request (the rate limit asks first, the route again)."""
+    known: dict[str, tokens.Person | None] = request.scope.setdefault("state", {}).setdefault("grader_people", {})
+    if (token or "") not in known:
+        known[token or ""] = tokens.authenticate(request.app.state.server.engine, token)
+    return known[token or ""]
+
+
 def caller(request: Request, staff: bool = False) -> tokens.Person:
-    server: Server = request.app.state.server
     token = bearer(request)
     if not token:
         raise Refused(401, "no token: pass your token (grader submit --token, or GRADER_TOKEN)")
-    person = tokens.authenticate(server.engine, token)
+    person = person_for(request, token)
     if person is None:
-        raise Refused(401, "this token is not valid (mistyped, replaced or revoked): ask staff for yours")
+        raise Refused(401, INVALID_TOKEN)
     if staff and not person.staff:
         raise Refused(403, "staff only")
     return person
+
+
+def public_alias_secret(server: Server) -> str:
+    """The pseudonyms' key; without one the leaderboard is not published (a guessable key undoes them)."""
+    if not server.alias_secret:
+        raise Refused(503, "the leaderboard is not published: the server has no pseudonym secret (see grader serve)")
+    return server.alias_secret
 
 
 def own_job(server: Server, person: tokens.Person, job_id: str) -> store.Job:
@@ -99,8 +118,10 @@ def quota_left(server: Server, person_id: str) -> dict[str, Any]:
     }
 
 
-def check_submission(server: Server, person: tokens.Person, mode: str, problems: list[str]) -> bool:
-    """Whether the submission may be made, and whether it is late; Refused otherwise."""
+def check_submission(
+    server: Server, person: tokens.Person, mode: str, problems: list[str], now: float | None = None
+) -> bool:
+    """Whether the submission may be made at `now`, and whether it is late then; Refused otherwise."""
     if mode not in MODES:
         raise Refused(400, f"unknown mode {mode[:20]!r} (one of {', '.join(MODES)})")
     known = [p.name for p in server.assignment.problems]
@@ -109,7 +130,7 @@ def check_submission(server: Server, person: tokens.Person, mode: str, problems:
         raise Refused(400, f"unknown problem(s) {', '.join(unknown)[:200]} (the assignment has {', '.join(known)})")
     if mode in ("benchmark", "profile") and server.device != "cuda":
         raise Refused(409, f"{mode} needs a GPU: this server grades on the CPU (Triton's interpreter)")
-    now = server.clock()
+    now = server.clock() if now is None else now
     refusal, late = quotas.deadline_refusal(server.service, mode, now)
     if refusal is None:
         made = store.made_times(server.engine, person.id, mode, now - quotas.DAY)
@@ -126,15 +147,30 @@ def archive_name(text: str | None) -> str:
     return name
 
 
-def check_archive(data: bytes, name: str, modules: list[str]) -> None:
-    """The upload goes through what `grader batch` does to an archive, before it is queued."""
-    with tempfile.TemporaryDirectory(prefix="grader-upload-") as scratch:
-        path = Path(scratch) / name
-        path.write_bytes(data)
-        try:
-            archives.find_submission_root(archives.unpack(path, Path(scratch) / "unpacked"), modules)
-        except archives.ArchiveError as exc:
-            raise Refused(422, f"bad archive: {exc}") from None
+async def read_upload(request: Request, server: Server, person: tokens.Person, name: str) -> bytes:
+    """The upload's bytes, once they are a submission; each refusal counts against `person`."""
+    wait = server.refusals.wait(person.id)
+    if wait is not None:
+        raise Refused(
+            429,
+            f"{server.refusals.per_hour} refused uploads in the last hour: the next upload is read in "
+            f"{max(1, math.ceil(wait))} s (check yours with `grader pack`, which checks what the server does)",
+            limit="refused uploads",
+        )
+    try:
+        data = await read_body(request, server.service.max_upload_bytes)
+    except TooLarge as exc:
+        server.refusals.add(person.id)
+        raise Refused(413, f"{exc} (a packed submission is a few kilobytes)") from None
+    except SlowBody as exc:
+        server.refusals.add(person.id)
+        raise Refused(408, str(exc)) from None
+    modules = [p.module for p in server.assignment.problems]
+    problem = await run_in_threadpool(uploads.archive_problem, data, name, modules)
+    if problem is not None:
+        server.refusals.add(person.id)
+        raise Refused(422, f"bad archive: {problem}")
+    return data
 
 
 async def submit(request: Request) -> Response:
@@ -143,18 +179,15 @@ async def submit(request: Request) -> Response:
     mode = request.query_params.get("mode", "test")
     problems = [p for p in request.query_params.get("problems", "").split(",") if p]
     name = archive_name(request.query_params.get("name"))
-    late = await run_in_threadpool(check_submission, server, person, mode, problems)
-    try:
-        data = await read_body(request, server.service.max_upload_bytes)
-    except TooLarge as exc:
-        raise Refused(413, f"{exc} (a packed submission is a few kilobytes)") from None
-    modules = [p.module for p in server.assignment.problems]
-    await run_in_threadpool(check_archive, data, name, modules)
+    # refused early when it would be refused anyway; lateness is judged once the upload is whole
+    await run_in_threadpool(check_submission, server, person, mode, problems)
+    data = await read_upload(request, server, person, name)
 
     def add() -> int:
         with server.submit_lock:  # two uploads at once cannot both take the last one of a quota
-            check_submission(server, person, mode, problems)
-            return store.add_job(server.engine, person.id, mode, data, name, problems, late)
+            accepted = server.clock()  # THE time of a submission: its deadline, its lateness, its quota
+            late = check_submission(server, person, mode, problems, accepted)
+            return store.add_job(server.engine, person.id, mode, data, name, problems, late, created_at=accepted)
 
     job_id = await run_in_threadpool(add)
     server.wake()
@@ -170,7 +203,9 @@ def list_submissions(request: Request) -> Response:
     rows = []
     for job in store.jobs_of(server.engine, person.id):
         result, withheld = views.visible_result(job, server.service, published, server.clock())
-        rows.append({**_brief(job), **views.summary(result), "withheld": withheld})
+        rows.append(
+            {**_brief(job), "state": views.shown_state(job, withheld), **views.summary(result), "withheld": withheld}
+        )
     return JSONResponse({"student": person.id, "submissions": rows, "quota": quota_left(server, person.id)})
 
 
@@ -210,7 +245,7 @@ def me(request: Request) -> Response:
 
 def leaderboard(request: Request) -> Response:
     server: Server = request.app.state.server
-    rows = views.standings(server.engine, server.service, server.assignment.assignment.name, server.clock())
+    rows = views.standings(server.engine, server.service, public_alias_secret(server), server.clock())
     return JSONResponse({"rows": [s.row(n) for n, s in enumerate(rows, start=1)]})
 
 
@@ -237,7 +272,7 @@ def rerun_top(server: Server, n: int) -> list[int]:
     """The leaderboard's top `n` graded again under one new secret, beside their first runs."""
     secret = secrets.token_hex(32)
     made = []
-    for standing in views.standings(server.engine, server.service, server.assignment.assignment.name)[:n]:
+    for standing in views.standings(server.engine, server.service, None)[:n]:
         job = standing.job
         data = store.archive_of(server.engine, job.id)
         made.append(

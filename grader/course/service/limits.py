@@ -2,13 +2,16 @@
 
 An upload is read in chunks and refused as soon as it passes the `[service]` table's
 `max_upload_bytes` (a Content-Length that says more is refused before anything is read); any
-other body is small. The rate is per client (a token's hash, else the address), in a sliding
-window kept in memory: a restart forgets it, which costs nothing (the quotas, which matter, are
-in the database).
+other body is small. The rate is per authenticated person (a valid token's owner), and every
+request without a valid token shares one budget, so made-up tokens buy nothing: the limiter's
+keys are the roster's people plus one, and none is ever forgotten to make room (forgetting
+would reset a student's count). The windows slide, in memory: a restart forgets them, which
+costs nothing (the quotas, which matter, are in the database).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -19,8 +22,15 @@ from starlette.requests import Request
 MAX_SMALL_BODY = 16 << 10
 #: requests a client may make per minute; `grader submit` polls every 2 s (30 a minute)
 REQUESTS_PER_MINUTE = 120
-#: clients remembered at once (the oldest forgotten first): bounds the limiter's own memory
-MAX_CLIENTS = 10_000
+#: seconds a request body may take to arrive whole (a connection that stalls is not held longer)
+BODY_TIMEOUT_S = 60.0
+#: requests per minute that every client without a valid token shares (the public leaderboard, /login)
+ANONYMOUS_PER_MINUTE = 600
+
+
+class SlowBody(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the request body did not arrive within {seconds:g} s")
 
 
 class TooLarge(Exception):
@@ -29,12 +39,23 @@ class TooLarge(Exception):
         self.limit = limit
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The body, or TooLarge past `limit` bytes, or SlowBody when it is not whole in `timeout_s`."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise TooLarge(limit)
+    timeout_s = BODY_TIMEOUT_S if timeout_s is None else timeout_s
     chunks, total = [], 0
-    async for chunk in request.stream():
+    stream = request.stream()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), max(0.0, deadline - loop.time()))
+        except StopAsyncIteration:
+            break
+        except TimeoutError:
+            raise SlowBody(timeout_s) from None
         total += len(chunk)
         if total > limit:
             raise TooLarge(limit)
@@ -43,6 +64,8 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 class RateLimiter:
+    """A sliding window per key; the caller picks keys from a bounded set (people, "anonymous")."""
+
     def __init__(self, per_minute: int = REQUESTS_PER_MINUTE, window_s: float = 60.0) -> None:
         self.per_minute, self.window_s = per_minute, window_s
         self._seen: dict[str, deque[float]] = {}
@@ -52,13 +75,15 @@ class RateLimiter:
         """None when `client` may go on; else the seconds until it may."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            times = self._seen.pop(client, None) or deque()
+            times = self._seen.setdefault(client, deque())
             while times and times[0] <= now - self.window_s:
                 times.popleft()
-            self._seen[client] = times  # most recent last: the first key is the one to forget
-            if len(self._seen) > MAX_CLIENTS:
-                self._seen.pop(next(iter(self._seen)))
             if len(times) >= self.per_minute:
                 return times[0] + self.window_s - now
             times.append(now)
             return None
+
+    @property
+    def clients(self) -> int:
+        """Keys held: the people who made a request in the window, and the anonymous budget."""
+        return len(self._seen)

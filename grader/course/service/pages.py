@@ -17,8 +17,16 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from grader.course.service import store, tokens, views
-from grader.course.service.app import COOKIE, Refused, Server, quota_left, rerun_top, staff_overview
-from grader.course.service.limits import MAX_SMALL_BODY, TooLarge, read_body
+from grader.course.service.app import (
+    COOKIE,
+    Refused,
+    Server,
+    public_alias_secret,
+    quota_left,
+    rerun_top,
+    staff_overview,
+)
+from grader.course.service.limits import MAX_SMALL_BODY, SlowBody, TooLarge, read_body
 from grader.course.service.quotas import iso
 from grader.records.report import render_html
 
@@ -46,12 +54,14 @@ async def form(request: Request) -> dict[str, str]:
         body = await read_body(request, MAX_SMALL_BODY)
     except TooLarge as exc:
         raise Refused(413, str(exc)) from None
+    except SlowBody as exc:
+        raise Refused(408, str(exc)) from None
     return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
 
 
 def leaderboard_page(request: Request) -> Response:
     server: Server = request.app.state.server
-    ranked = views.standings(server.engine, server.service, server.assignment.assignment.name, server.clock())
+    ranked = views.standings(server.engine, server.service, public_alias_secret(server), server.clock())
     return page(
         "leaderboard.html.j2",
         title=server.assignment.assignment.title,
@@ -91,7 +101,15 @@ def student_page(request: Request) -> Response:
     rows = []
     for job in store.jobs_of(server.engine, person.id):
         result, withheld = views.visible_result(job, server.service, published, server.clock())
-        rows.append({"job": job, "withheld": withheld, "has_report": result is not None, **views.summary(result)})
+        rows.append(
+            {
+                "job": job,
+                "state": views.shown_state(job, withheld),
+                "withheld": withheld,
+                "has_report": result is not None,
+                **views.summary(result),
+            }
+        )
     return page(
         "student.html.j2",
         person=person,

@@ -13,16 +13,22 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import uvicorn
+
 from grader.batch.concurrency import jobs_at_once
 from grader.course.service import db
 from grader.course.service.app import Server
+from grader.course.service.connections import GuardedH11Protocol
 from grader.course.service.jobs import GradingSetup
 from grader.course.service.quotas import effective
 from grader.course.service.scheduler import Scheduler
+from grader.leaderboard.names import SALT_ENV
 from grader.orchestrator.options import resolve_device
 from grader.spec.load import load_assignment
 from grader.spec.model import DEFAULT_SPEC
 
+#: the shortest pseudonym key taken from the environment
+MIN_ALIAS_SECRET = 16
 #: uvicorn's bounds: connections at once, and how long an idle keep-alive connection is kept
 MAX_CONNECTIONS = 200
 KEEP_ALIVE_S = 5
@@ -46,17 +52,34 @@ class ServeOptions:
     cluster: dict[str, object] = field(default_factory=dict)
 
 
-def server_secret(files: Path, secret_file: str | None) -> str:
-    if secret_file:
-        return Path(secret_file).read_text().strip()
-    if os.environ.get("GRADER_SECRET"):
-        return os.environ["GRADER_SECRET"]
-    path = files / "secret"
+def kept_secret(path: Path) -> str:
+    """A random secret drawn once and kept at `path` (mode 0600), so a restart keeps it."""
     if not path.exists():
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_hex(32))
     return path.read_text().strip()
+
+
+def server_secret(files: Path, secret_file: str | None) -> str:
+    if secret_file:
+        return Path(secret_file).read_text().strip()
+    if os.environ.get("GRADER_SECRET"):
+        return os.environ["GRADER_SECRET"]
+    return kept_secret(files / "secret")
+
+
+def alias_secret(files: Path) -> str:
+    """The leaderboard's pseudonym key: the staff's GRADER_LEADERBOARD_SALT (as `grader batch` and
+    `grader leaderboard` read it, so reports show the same aliases), else one drawn and kept.
+    A short one is refused: anyone with the class list could try every guess."""
+    given = os.environ.get(SALT_ENV, "")
+    if given and len(given) < MIN_ALIAS_SECRET:
+        raise RuntimeError(
+            f"{SALT_ENV} has {len(given)} characters: a pseudonym key needs at least {MIN_ALIAS_SECRET} "
+            "(a guessable one lets anyone with the class list undo the aliases); unset it to have one drawn"
+        )
+    return given or kept_secret(files / "leaderboard-secret")
 
 
 def hidden(options: ServeOptions, files: Path) -> list[Path]:
@@ -90,23 +113,28 @@ def make_server(options: ServeOptions, start_queue: bool = True) -> Server:
         cluster=options.cluster,
     )
     server = Server(engine, assignment, device, effective(assignment.service, options.quota))  # type: ignore[arg-type]
+    server.alias_secret = alias_secret(files)
     if start_queue:
         server.scheduler = Scheduler(engine, setup)
     return server
 
 
-def serve(options: ServeOptions) -> None:
-    import uvicorn
-
-    from grader.course.service.asgi import build_app
-
-    app = build_app(make_server(options))
-    uvicorn.run(
-        app,
-        host=options.host,
-        port=options.port,
-        log_level="info",
+def uvicorn_config(app: object, host: str, port: int, log_level: str = "info") -> uvicorn.Config:
+    """uvicorn's settings for the service: `grader serve` and the tests that attack it use these."""
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level=log_level,
+        http=GuardedH11Protocol,  # a per-address cap and a header time-out (connections.py)
         limit_concurrency=MAX_CONNECTIONS,
         timeout_keep_alive=KEEP_ALIVE_S,
         server_header=False,
     )
+
+
+def serve(options: ServeOptions) -> None:
+    from grader.course.service.asgi import build_app
+
+    app = build_app(make_server(options))
+    uvicorn.Server(uvicorn_config(app, options.host, options.port)).run()

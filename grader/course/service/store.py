@@ -64,7 +64,9 @@ def add_job(
     late: bool = False,
     rerun_of: int | None = None,
     secret: str | None = None,
+    created_at: float | None = None,
 ) -> int:
+    """A queued job; `created_at` is when the service accepted it (the whole upload read and checked)."""
     with engine.begin() as conn:
         done = conn.execute(
             jobs.insert().values(
@@ -75,7 +77,7 @@ def add_job(
                 archive=archive,
                 archive_name=archive_name,
                 archive_sha256=hashlib.sha256(archive).hexdigest(),
-                created_at=time.time(),
+                created_at=time.time() if created_at is None else created_at,
                 attempts=0,
                 late=late,
                 error="",

@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from grader.course.service import db, tokens
+from grader.course.service import db, store, tokens
 from grader.course.service.app import Server
 from grader.course.service.asgi import build_app
 from grader.course.service.jobs import GradingSetup, Outcome
@@ -27,6 +27,7 @@ from grader.spec.load import load_assignment
 from grader.spec.model import Service
 
 MODULES = ["gelu", "softmax", "matmul", "flash_attention"]
+ALIAS_SECRET = "the-staffs-pseudonym-key-0123456789"
 
 
 def archive(files: dict[str, str] | None = None) -> bytes:
@@ -76,13 +77,20 @@ class Service_:
         )
 
     def wait(self, who: str, job_id: int, timeout: float = 20.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            view = self.client.get(f"/api/submissions/{job_id}", headers=self.as_(who)).json()
-            if view["state"] not in ("queued", "running"):
-                return view  # type: ignore[no-any-return]
-            time.sleep(0.05)
-        raise AssertionError(f"job {job_id} still {view['state']}")
+        """`who`'s view of the job once it is done (as staff know it: a final shows students no state)."""
+        settle(self.server, job_id, timeout)
+        return self.client.get(f"/api/submissions/{job_id}", headers=self.as_(who)).json()  # type: ignore[no-any-return]
+
+
+def settle(server: Server, job_id: int, timeout: float = 20.0) -> store.Job:
+    """The job once it is graded or failed, read from the database."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = store.get(server.engine, job_id)
+        if job is not None and job.state not in store.ACTIVE:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} is not done after {timeout} s")
 
 
 def cookie(s: Service_, who: str) -> dict[str, str]:
@@ -90,15 +98,17 @@ def cookie(s: Service_, who: str) -> dict[str, str]:
     return {"cookie": f"grader_token={s.tokens[who]}"}
 
 
-@contextmanager
-def service(
+def make_server(
     tmp_path: Path,
     service: Service | None = None,
     quota: int | None = None,
     device: str = "cpu",
     rate: int = 10_000,
     database: str | None = None,  # a --db; None: a SQLite file in tmp_path
-) -> Iterator[Service_]:
+    anonymous_rate: int = 10_000,
+    alias_secret: str | None = ALIAS_SECRET,
+) -> tuple[Server, dict[str, str]]:
+    """The service's Server with three people (alice, bob: students; ta: staff) and their tokens."""
     engine = db.open_db(database or str(tmp_path / "grades.sqlite"))
     issued = {}
     for who, role in (("alice", "student"), ("bob", "student"), ("ta", "staff")):
@@ -109,7 +119,22 @@ def service(
     setup = GradingSetup(
         spec=Path("assignment.toml"), device=device, secret="s", files=tmp_path / "files", hide=[], jobs=1
     )
-    server = Server(engine, assignment, device, effective(assignment.service, quota), limiter=RateLimiter(rate))  # type: ignore[arg-type]
+    server = Server(
+        engine,
+        assignment,
+        device,
+        effective(assignment.service, quota),  # type: ignore[arg-type]
+        limiter=RateLimiter(rate),
+        anonymous=RateLimiter(anonymous_rate),
+        alias_secret=alias_secret,
+    )
     server.scheduler = Scheduler(engine, setup, grade=fake_grade)
+    return server, issued
+
+
+@contextmanager
+def service(tmp_path: Path, service: Service | None = None, **options: Any) -> Iterator[Service_]:
+    """The app in this process, through Starlette's test client."""
+    server, issued = make_server(tmp_path, service, **options)
     with TestClient(build_app(server)) as client:
         yield Service_(client, server, issued)

@@ -139,7 +139,7 @@ def test_gpu_modes_say_they_need_a_gpu_on_a_cpu_server(tmp_path: Path) -> None:
 def test_a_final_result_waits_for_publication_and_never_shows_worker_output(tmp_path: Path) -> None:
     with service(tmp_path) as s:
         job = s.wait("alice", s.submit("alice", mode="final").json()["id"])
-        assert job["state"] == "graded" and job["result"] is None and "staff publish" in job["withheld"]
+        assert job["state"] == "received" and job["result"] is None and "staff publish" in job["withheld"]
         report = s.client.get(f"/api/submissions/{job['id']}/report", headers=s.as_("alice"))
         assert report.status_code == 404 and "HIDDEN-SHAPE" not in report.text
         page = s.client.get("/me", headers=cookie(s, "alice"))
