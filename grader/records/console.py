@@ -58,6 +58,21 @@ def passed_cell(tests: list[TestResult]) -> str:
     return text
 
 
+def first_reasons(result: Result) -> list[str]:
+    """Each problem that did not pass, with the first line of its first reason: the terminal's
+    answer, where the full messages are in the report behind a login."""
+    lines = []
+    for p in result.problems:
+        if p.status in ("passed", "skipped"):
+            continue
+        failing = [t for t in p.tests if t.status in ("failed", "error") and t.message.strip()]
+        reason = p.message.strip() or (failing[0].message.strip() if failing else "")
+        where = f" ({failing[0].name})" if failing and not p.message.strip() else ""
+        first = reason.splitlines()[0][:300] if reason else "no message"
+        lines.append(f"{p.name}: {p.status}{where}: {first}")
+    return lines
+
+
 def _cell(value: object) -> str:
     """A table cell: blank for a score that does not exist (an ungraded row), never a zero."""
     return "–" if value is None or value == "" else str(value)
