@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,6 +66,7 @@ def _environment_lines() -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    options.submission_folder(config)
     diffs = versions.differences(versions.graded())
     if diffs:
         message = (
@@ -158,7 +158,7 @@ def gpu_rounds() -> float:
 
 @pytest.fixture(scope="session")
 def runner(request: pytest.FixtureRequest) -> Iterator[CaseRunner]:
-    submission = Path(request.config.getoption("--submission")).resolve()
+    submission = options.submission_folder(request.config)
     policy = imports.install(submission, versions.graded().allowed_imports)
     yield CaseRunner(submission, "cuda" if HAS_GPU else "cpu")
     policy.uninstall()

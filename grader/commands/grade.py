@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     )
     with console.status(f"grading {submission}") as status:
         options.progress = lambda text: status.update(f"grading {submission}: {text}")
+        options.events = lambda event: console.print(escape(event.line()), highlight=False, soft_wrap=True)
         result = grade(assignment, submission, options)
     write_result(result, out)
     print_result(result, Console())

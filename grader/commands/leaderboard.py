@@ -23,13 +23,19 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         console.print(f"[yellow]warning:[/yellow] {escape(message)}")
 
     out = Path(args.out)
+    salt = args.salt if args.salt is not None else os.environ.get(SALT_ENV)
+    if salt is None:
+        warn(
+            f"no --salt and no ${SALT_ENV}: the pseudonyms are keyed by the assignment's name, so anyone with the "
+            f"class list can match them to students; set {SALT_ENV} to a private key (the same for every run)"
+        )
     try:
         data = build_site(
             [Path(p) for p in args.results],
             out,
             title=args.title,
             names_file=Path(args.names) if args.names else None,
-            salt=args.salt if args.salt is not None else os.environ.get(SALT_ENV),
+            salt=salt,
             warn=warn,
             staff_out=Path(args.staff_out) if args.staff_out else None,
         )

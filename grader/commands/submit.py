@@ -53,6 +53,7 @@ def client_from(args: argparse.Namespace, console: Console):  # type: ignore[no-
 
 def run(args: argparse.Namespace) -> int:
     from grader.course.pack import PackError, build_archive, run_public_tests
+    from grader.course.precheck import check_submission
     from grader.course.service.client import ServerError
     from grader.spec.load import load_assignment
 
@@ -64,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
     spec = load_assignment(args.spec, hidden=False)
     problems = args.problems.split(",") if args.problems else None
     chosen = [p.name for p in spec.problems if not problems or p.name in problems]
+    try:  # before any test or upload: a typo or a SyntaxError costs neither time nor quota
+        check_submission(folder, [p.module for p in spec.problems])
+    except (PackError, OSError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        return 2
     if not args.no_tests:
         with console.status(f"running the public tests on {folder} (pytest handout)"):
             tests = run_public_tests(folder, chosen)
@@ -109,7 +115,7 @@ def wait(client: Any, job_id: int, console: Console) -> dict[str, Any]:
 
 def show(view: dict[str, Any], server: str, console: Console) -> int:
     """The result as `grader grade` prints it; the exit code says whether everything passed."""
-    from grader.records.console import print_profiles, print_result, print_timings
+    from grader.records.console import first_reasons, print_profiles, print_result, print_timings
     from grader.records.model import Result
 
     if view.get("withheld"):
@@ -125,6 +131,8 @@ def show(view: dict[str, Any], server: str, console: Console) -> int:
         print_timings(result, out)
     if view["mode"] == "profile":
         print_profiles(result, out)
+    for line in first_reasons(result):
+        console.print(escape(line))
     if result.status == "error":
         console.print(f"[red]not graded:[/red] {escape(result.error.splitlines()[0] if result.error else '')}")
     console.print(f"report: {escape(server.rstrip('/'))}/me/submissions/{view['id']} (log in with your token)")

@@ -46,7 +46,7 @@ def _num(x: float) -> str:
 
 def describe_case(case: Case) -> str:
     """A case the way the write-up names it (`[64, 64]` fp32, 512³ fp16 with an activation, ...): its model says how."""
-    return case.describe()
+    return case.describe() + (" (compile-only)" if case.compile_only else "")
 
 
 def _macros() -> Any:

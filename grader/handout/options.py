@@ -10,6 +10,8 @@ is still unset when it loads.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from grader import ROOT
@@ -34,3 +36,14 @@ def register(parser: pytest.Parser) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     register(parser)
+
+
+def submission_folder(config: pytest.Config) -> Path:
+    """The --submission folder, or one usage error before any test: a typo once made 12 failures
+    saying "... has no gelu.py" instead of one saying the folder is not there."""
+    folder = Path(config.getoption("--submission"))
+    if not folder.exists():
+        raise pytest.UsageError(f"no such folder: {folder} (--submission names your submission's folder)")
+    if not folder.is_dir():
+        raise pytest.UsageError(f"not a folder: {folder} (--submission names your submission's folder)")
+    return folder.resolve()

@@ -59,7 +59,12 @@ def cases_for(problem: str, suite: str, dtype: str | None, has_gpu: bool = True)
         else:
             reason = f"no public {suite} cases for {problem}" + (f" with dtype {dtype}" if dtype else "")
         return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
-    return [pytest.param(c, id=c.name) for c in cases]
+    return [pytest.param(c, id=case_id(c)) for c in cases]
+
+
+def case_id(case: Case) -> str:
+    """A case's test id; a compile-only case says so, as the grader's reports do."""
+    return f"{case.name}-compile-only" if case.compile_only else case.name
 
 
 class CaseRunner:
@@ -124,8 +129,10 @@ class CaseRunner:
             verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed, outcome.gpu_compiles)
             failures = [m for m in (verdict.message if not verdict.passed else "", cheat) if m]
             if failures:
+                label = case_label(kind, case, inputs)
+                label += " (compile-only: compiled for the GPU, not run)" if case.compile_only else ""
                 pytest.fail(
-                    f"{case_label(kind, case, inputs)}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures),
+                    f"{label}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures),
                     pytrace=False,
                 )
 

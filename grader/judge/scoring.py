@@ -28,13 +28,36 @@ def case_shares(points: float, weights: list[float]) -> list[float]:
 
 
 def assign_case_points(problem: Problem, cases: list[Case], tests: list[TestResult], cheat: str | None) -> None:
-    """Split the problem's correctness points over its cases by weight; a cheat earns nothing."""
+    """Split the problem's correctness points over its cases by weight; a cheat earns nothing.
+
+    A compile-only case checks no values, so it is worth nothing on its own: a softmax whose every
+    value was wrong earned a compile-only case's share. Its share is paid in the proportion the
+    problem's value-checked cases earned of theirs.
+    """
     shares = case_shares(problem.points.correctness, [c.weight for c in cases])
-    for share, test in zip(shares, tests):
+    for share, case, test in zip(shares, cases, tests):
         test.max_score = share
+        test.compile_only = case.compile_only
         if cheat and test.status == "passed":
             test.status, test.message = "failed", f"right values, but the kernel check failed: {cheat}"
         test.score = test.max_score if test.status == "passed" else 0.0
+    _follow_checked_cases(tests)
+
+
+def _follow_checked_cases(tests: list[TestResult]) -> None:
+    """A passed compile-only case's score: its share times the fraction the value-checked cases earned."""
+    checked = [t for t in tests if not t.compile_only]
+    possible = sum(t.max_score for t in checked)
+    fraction = sum(t.score for t in checked) / possible if possible else 0.0
+    for test in tests:
+        if test.compile_only and test.status == "passed":
+            test.score = round(test.max_score * fraction, 4)
+            test.message = (
+                ""
+                if test.score == test.max_score
+                else f"compile-only: the kernels compile for the GPU; this case checks no values, so it earns "
+                f"{fraction:.0%} of its points, the share the cases whose values are checked earned"
+            )
 
 
 def performance_fraction(thresholds: Thresholds, ratio: float) -> float:
@@ -60,11 +83,13 @@ def finish_problem(result: ProblemResult, fatal: bool) -> ProblemResult:
     result.score = round(correctness + performance, 4)
     graded = [t for t in result.tests if t.max_score > 0 or t.status != "skipped"]
     passed = [t for t in graded if t.status == "passed"]
+    # a compile-only pass alone shows no right value
+    checked = [t for t in passed if not t.compile_only] if any(not t.compile_only for t in graded) else passed
     if fatal or (graded and all(t.status == "error" for t in graded)):
         result.status = "error"
     elif not graded:
         result.status = "skipped"
-    elif result.kernel_check is not None or not passed:
+    elif result.kernel_check is not None or not checked:
         result.status = "failed"
     elif len(passed) == len(graded):
         result.status = "passed"

@@ -27,6 +27,7 @@ from grader.orchestrator.options import (
     submission_hash,
 )
 from grader.orchestrator.problem_run import ProblemRun
+from grader.orchestrator.progress import ProblemEvent, cases_done
 from grader.records.model import (
     AssignmentRef,
     Performance,
@@ -62,6 +63,8 @@ def _checked(run: ProblemRun) -> list[TestResult] | BaseException:
     """The problem's correctness half, or what failed on the grader's side (the submission's own
     failures are verdicts inside: nothing it does raises here)."""
     try:
+        if run.options.events:
+            run.options.events(ProblemEvent(problem=run.problem.name, stage="started", cases=len(run.cases)))
         with trace.span(run.problem.name, "correctness"):
             tests = run.check()
         with trace.span(run.problem.name, "first calls at the benchmark shapes"):
@@ -183,6 +186,7 @@ def _grade(
             if _twice(run, "timing", partial(run.measure, tests)) is _FAILED:
                 _untimed(run)
     for run, tests in zip(runs, checked):  # the rest needs the GPU no more than a correctness call does
+        done = cases_done(tests)
         result = _twice(run, "checking the timed rounds", partial(run.finish, tests))
         if not isinstance(result, ProblemResult):
             _untimed(run)
@@ -195,6 +199,17 @@ def _grade(
         ]
         isolation = run.isolation or isolation
         problems.append(result)
+        if options.events:
+            options.events(
+                ProblemEvent(
+                    problem=result.name,
+                    stage="finished",
+                    cases=len(run.cases),
+                    cases_done=done,
+                    seconds=result.duration_s,
+                    status=result.status,
+                )
+            )
     graded = [p.name for p in problems]
     ungradable = [f"{p.name}: {p.ungradable}" for p in problems if p.ungradable]
     result = Result(

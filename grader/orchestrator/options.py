@@ -10,9 +10,13 @@ import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader import ROOT
 from grader.records.model import RunEnvironment
+
+if TYPE_CHECKING:
+    from grader.orchestrator.progress import ProblemEvent
 
 DEFAULT_SECRET = "local-default-secret"
 
@@ -29,6 +33,8 @@ class GradeOptions:
     student: str | None = None
     reference_dir: Path = ROOT / "reference"
     progress: Callable[[str], None] | None = None
+    #: each problem as it starts and ends (`grader grade` prints them as plain lines)
+    events: Callable[[ProblemEvent], None] | None = None
     #: problems whose correctness cases run at once, each in its own worker (None: all of them on
     #: a GPU, where the time goes to compiling kernels on the CPU; one at a time on the CPU)
     parallel: int | None = None

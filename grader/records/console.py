@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grader.records.model import Phases, Result, ShapeProfile
+from grader.records.model import Phases, Result, ShapeProfile, TestResult
 from grader.records.text import printable
 
 STYLE = {"passed": "green", "partial": "yellow", "failed": "red", "error": "red", "skipped": "dim"}
@@ -21,7 +21,6 @@ def print_result(result: Result, console: Console) -> None:
     for col in ("problem", "status", "tests passed", "performance", "score"):
         table.add_column(col)
     for p in result.problems:
-        graded = [t for t in p.tests if t.max_score > 0]
         perf = p.performance
         perf_text = (
             ""
@@ -35,7 +34,7 @@ def print_result(result: Result, console: Console) -> None:
         table.add_row(
             p.name,
             f"[{STYLE[p.status]}]{p.status}[/]",
-            f"{sum(t.status == 'passed' for t in graded)} / {len(graded)}",
+            passed_cell(p.tests),
             perf_text,
             f"{_pts(p.score)} / {_pts(p.max_score)}",
         )
@@ -46,6 +45,32 @@ def print_result(result: Result, console: Console) -> None:
         console.print(f"total {_pts(result.score)} / {_pts(result.max_score)}: {result.pending_note()} (not here)")
     for w in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def passed_cell(tests: list[TestResult]) -> str:
+    """The table's "tests passed" cell; compile-only cases apart, as they check no values."""
+    graded = [t for t in tests if t.max_score > 0]
+    checked = [t for t in graded if not t.compile_only]
+    compiled = [t for t in graded if t.compile_only]
+    text = f"{sum(t.status == 'passed' for t in checked)} / {len(checked)}"
+    if compiled:
+        text += f" + {sum(t.status == 'passed' for t in compiled)} / {len(compiled)} compile-only"
+    return text
+
+
+def first_reasons(result: Result) -> list[str]:
+    """Each problem that did not pass, with the first line of its first reason: the terminal's
+    answer, where the full messages are in the report behind a login."""
+    lines = []
+    for p in result.problems:
+        if p.status in ("passed", "skipped"):
+            continue
+        failing = [t for t in p.tests if t.status in ("failed", "error") and t.message.strip()]
+        reason = p.message.strip() or (failing[0].message.strip() if failing else "")
+        where = f" ({failing[0].name})" if failing and not p.message.strip() else ""
+        first = reason.splitlines()[0][:300] if reason else "no message"
+        lines.append(f"{p.name}: {p.status}{where}: {first}")
+    return lines
 
 
 def _cell(value: object) -> str:

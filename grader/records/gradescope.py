@@ -139,7 +139,7 @@ def build(result: Result, notes: list[str] | None = None) -> GradescopeResults:
         for test in problem.tests:
             tests.append(
                 GradescopeTest(
-                    name=test.name,
+                    name=f"{test.name} (compile-only)" if test.compile_only else test.name,
                     score=pts(test.score),
                     max_score=pts(test.max_score),
                     status="passed" if test.status == "passed" else "failed",

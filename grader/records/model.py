@@ -48,6 +48,9 @@ class TestResult(Record):
     visibility: Literal["public", "hidden"] = "public"
     case: str = ""
     duration_s: float = 0.0
+    #: the case only compiled the kernels for the GPU and checked no values (`Case.compile_only`):
+    #: its points follow the problem's value-checked cases, and every report labels it
+    compile_only: bool = False
 
 
 class GpuState(Record):

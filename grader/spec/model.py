@@ -91,13 +91,21 @@ class Case(Strict):
     visibility: Visibility = "public"
     #: under the interpreter, every launch is compiled for the graded GPU and none is run; only the
     #: compiler's verdict is checked. For a case whose point is a GPU compile rule (a row past
-    #: Triton's block limit) at a size the interpreter would take minutes to run with small blocks
+    #: Triton's block limit) at a size the interpreter would take minutes to run with small blocks.
+    #: No values are checked, so it earns points only as the problem's value-checked cases do
+    #: (grader/judge/scoring.py); a CPU case only, since a GPU runs every launch it compiles
     compile_only: bool = False
     #: a benchmark shape's GPU memory budget: what one call of the submission may allocate at this
     #: shape beyond its inputs (outputs, workspace, what autograd saves), in GiB. The same on every
     #: card: the worker is timed under exactly this much, and a card that cannot give it leaves the
     #: shape ungradable there, never zero (grader/harness/memory_budget.py). Benchmarks only.
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=1024)
+
+    @model_validator(mode="after")
+    def _compile_only_on_cpu(self) -> Case:
+        if self.compile_only and self.suite != "cpu":
+            raise ValueError(f'case {self.name!r}: compile_only applies to CPU cases (suite = "cpu") only')
+        return self
 
     def describe(self) -> str:
         """How the write-up names this case; a problem's case model says it in its own terms."""

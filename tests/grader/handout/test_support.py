@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.handout.support import CaseRunner, SampleReplay
+from grader.handout.support import CaseRunner, SampleReplay, cases_for
 from grader.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,6 +44,11 @@ def _submission(tmp_path: Path, gelu: str) -> Path:
 
 def _cpu_case() -> object:
     return load_assignment(hidden=False).problem("gelu").suite_cases("cpu", "public")[0]
+
+
+def test_a_compile_only_case_says_so_in_its_test_id() -> None:
+    ids = [p.id for p in cases_for("softmax", "cpu", None)]
+    assert "cpu-past-block-limit-fp32-compile-only" in ids and "cpu-small-fp32" in ids
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU cases, through Triton's interpreter")

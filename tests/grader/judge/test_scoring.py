@@ -38,6 +38,36 @@ def test_cheat_zeroes_every_case() -> None:
     assert all(t.score == 0 and t.status == "failed" and "aten::gelu" in t.message for t in tests)
 
 
+def _softmax_cpu(*checked: str) -> tuple[list[TestResult], ProblemResult]:
+    """The softmax CPU suite: the value-checked cases given `checked`, its compile-only case passed."""
+    problem = load_assignment(DEFAULT_SPEC, hidden=False).problem("softmax")
+    cases = problem.suite_cases("cpu")
+    assert [c.compile_only for c in cases].count(True) == 1 and len(checked) == len(cases) - 1
+    statuses = iter(checked)
+    tests = make_tests(*("passed" if c.compile_only else next(statuses) for c in cases))
+    assign_case_points(problem, cases, tests, cheat=None)
+    return tests, finish_problem(problem_result(tests), fatal=False)
+
+
+def test_a_compile_only_case_earns_nothing_on_its_own() -> None:
+    """Every value wrong, the compile-only case compiled: 0 points and a failed problem (it was 1.15 / 25)."""
+    tests, result = _softmax_cpu("failed", "failed", "failed")
+    (compiled,) = [t for t in tests if t.compile_only]
+    assert compiled.status == "passed" and compiled.max_score > 0 and compiled.score == 0
+    assert "compile-only" in compiled.message and "0%" in compiled.message
+    assert result.score == 0 and result.status == "failed"
+
+
+def test_a_compile_only_case_earns_what_the_checked_cases_earn() -> None:
+    tests, result = _softmax_cpu("passed", "passed", "failed")
+    (compiled,) = [t for t in tests if t.compile_only]
+    checked = [t for t in tests if not t.compile_only]
+    fraction = sum(t.score for t in checked) / sum(t.max_score for t in checked)
+    assert compiled.score == pytest.approx(compiled.max_score * fraction, abs=1e-4) and result.status == "partial"
+    tests, result = _softmax_cpu("passed", "passed", "passed")
+    assert all(t.score == t.max_score and not t.message for t in tests) and result.status == "passed"
+
+
 @pytest.mark.parametrize(
     ("statuses", "fatal", "expected"),
     [

@@ -22,7 +22,7 @@ from grader import leaderboard
 from grader.commands.leaderboard import add_parser, cmd_leaderboard
 from grader.judge.scoring import geomean
 from grader.leaderboard.inputs import Entry, LeaderboardError, find_result_files
-from grader.leaderboard.names import display_names, pseudonym
+from grader.leaderboard.names import SALT_ENV, display_names, pseudonym
 from grader.leaderboard.ranking import select
 from grader.leaderboard.site import build_site
 from grader.records.model import (
@@ -430,6 +430,18 @@ def test_several_gpus_get_one_reference_row_each(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # names
+
+
+def test_without_a_salt_the_command_warns(
+    grades: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README says anyone with a class list can redo unsalted pseudonyms; the command says so too."""
+    monkeypatch.delenv(SALT_ENV, raising=False)
+    assert run([str(grades), "--out", str(tmp_path / "plain")]) == 0
+    assert f"no --salt and no ${SALT_ENV}" in " ".join(capsys.readouterr().err.split())
+    monkeypatch.setenv(SALT_ENV, "a private course key")
+    assert run([str(grades), "--out", str(tmp_path / "salted")]) == 0
+    assert "no --salt" not in capsys.readouterr().err
 
 
 def test_pseudonyms_are_stable_salted_and_hide_the_ids(grades: Path, tmp_path: Path) -> None:

@@ -64,6 +64,14 @@ def test_the_file_matches_gradescopes_format_and_rounds_scores() -> None:
     assert [t["visibility"] for t in data["tests"][:3]] == ["visible", "after_published", "after_published"]
 
 
+def test_a_compile_only_case_is_named_so() -> None:
+    compiled = TestResult(name="gelu: big", status="passed", score=0, max_score=1, compile_only=True)
+    changed = result()
+    changed.problems[0].tests.append(compiled)
+    names = [t["name"] for t in json.loads(gradescope.results_json(changed))["tests"]]
+    assert "gelu: big (compile-only)" in names and "gelu: case0" in names
+
+
 def test_not_measured_is_never_a_failed_test() -> None:
     perf = [t for t in gradescope.as_dict(result())["tests"] if "performance" in t["name"]]
     assert len(perf) == 1

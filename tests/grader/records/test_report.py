@@ -81,6 +81,17 @@ def test_failures_first_and_a_repeated_error_once() -> None:
     assert section.index("3 elements differ") < section.index("softmax: ok0")  # the failure before the passes
 
 
+def test_a_compile_only_case_is_labelled() -> None:
+    changed = result()
+    softmax = changed.problems[0]
+    softmax.tests.append(TestResult(name="softmax: huge", status="passed", score=0, max_score=5, compile_only=True))
+    softmax.tests.append(TestResult(name="softmax: huge2", status="failed", score=0, max_score=5, compile_only=True))
+    html = render_html(changed)
+    assert 'softmax: huge <span class="meta">(compile-only)</span>' in html
+    assert 'softmax: huge2 <span class="meta">(compile-only)</span>' in html
+    assert "softmax: ok0 <span" not in html
+
+
 def test_failing_problems_carry_their_writeup_section() -> None:
     """The section itself is embedded: a link relative to the repository breaks next to the report."""
     html = render_html(result())

@@ -103,6 +103,7 @@ def test_minimal_spec_and_hidden_merge(tmp_path: Path) -> None:
         (lambda t: t.replace("[assignment]", "[assignment\n"), ["not valid TOML"]),
         (lambda t: t.replace("time_limit_s = 10", "time_limit_s = inf"), ["time_limit_s", "finite"]),
         (lambda t: t.replace("time_limit_s = 10", "time_limit_s = nan"), ["time_limit_s", "finite"]),
+        (lambda t: t.replace('name = "a"', 'name = "a"\ncompile_only = true'), ["compile_only", "CPU cases"]),
     ],
 )
 def test_malformed_spec_names_file_and_key(tmp_path: Path, edit, fragments: list[str]) -> None:
