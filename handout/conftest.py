@@ -160,7 +160,7 @@ def gpu_rounds() -> float:
 def runner(request: pytest.FixtureRequest) -> Iterator[CaseRunner]:
     submission = options.submission_folder(request.config)
     policy = imports.install(submission, versions.graded().allowed_imports)
-    yield CaseRunner(submission, "cuda" if HAS_GPU else "cpu")
+    yield CaseRunner(submission, "cuda" if HAS_GPU else "cpu", bool(request.config.getoption("fulltrace", False)))
     policy.uninstall()
 
 

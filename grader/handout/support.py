@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from grader import timing
+from grader.handout import errors
 from grader.harness import calls, student_runtime, timed_watch
 from grader.harness.timed_rounds import FreshRounds
 from grader.harness.watch import GUARD, arm, tamper_message
@@ -70,9 +71,11 @@ def case_id(case: Case) -> str:
 class CaseRunner:
     """Loads submission modules once and checks cases against the float64 definitions."""
 
-    def __init__(self, submission: Path, device: str) -> None:
+    def __init__(self, submission: Path, device: str, full_trace: bool = False) -> None:
         self.submission = submission.resolve()
         self.device = device
+        #: pytest's --full-trace: a submission's error is raised whole instead of summed up
+        self.full_trace = full_trace
         self.spec = load_assignment(hidden=False)
         self._functions: dict[str, Callable[..., Any]] = {}
         #: what each problem's module replaced of the harness, at import or in a call (as the
@@ -118,10 +121,11 @@ class CaseRunner:
             if isinstance(outcome.error, NotImplementedError):
                 pytest.fail(f"NotImplementedError: {outcome.error}", pytrace=False)
             if outcome.error is not None:
+                if self.full_trace:
+                    raise outcome.error
                 hint = gpu_limits.hint(str(outcome.error))  # as the grader's worker adds it
-                if hint:
-                    pytest.fail(f"{type(outcome.error).__name__}: {outcome.error}\nhint: {hint}", pytrace=False)
-                raise outcome.error
+                label, call = case_label(kind, case, inputs), f"call {repeat + 1} of {case.repeats}:"
+                pytest.fail(errors.summary(label, call, outcome.error, self.submission, hint), pytrace=False)
             assert outcome.result is not None
             cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches, self.submission)
             meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, outcome.snapshots)
