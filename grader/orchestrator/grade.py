@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from grader.judge import reference_archive, reference_cache, scan, scoring
 from grader.judge.fingerprint import fingerprint, suite_of
@@ -191,25 +192,10 @@ def _grade(
         if not isinstance(result, ProblemResult):
             _untimed(run)
             result = run.finish(tests)
-        # a finding in a helper file (not one of the four modules) could serve any problem
-        result.findings = [
-            f
-            for f in findings
-            if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules
-        ]
+        result.findings = _findings_of(run, findings, modules)
         isolation = run.isolation or isolation
         problems.append(result)
-        if options.events:
-            options.events(
-                ProblemEvent(
-                    problem=result.name,
-                    stage="finished",
-                    cases=len(run.cases),
-                    cases_done=done,
-                    seconds=result.duration_s,
-                    status=result.status,
-                )
-            )
+        _finished(options, run, result, done)
     graded = [p.name for p in problems]
     ungradable = [f"{p.name}: {p.ungradable}" for p in problems if p.ungradable]
     result = Result(
@@ -235,6 +221,30 @@ def _grade(
     if ungradable:  # an error row a batch grades again; what was graded is kept beside it
         result.status, result.error_kind, result.error = "error", "infrastructure", "; ".join(ungradable)
     return scoring.total(result)
+
+
+def _findings_of(run: ProblemRun, findings: list[Any], modules: set[str]) -> list[Any]:
+    """The scan's findings for one problem: its module's, and any helper file's (which could serve it)."""
+    return [
+        f
+        for f in findings
+        if f.file.removesuffix(".py") == run.problem.module or f.file.removesuffix(".py") not in modules
+    ]
+
+
+def _finished(options: GradeOptions, run: ProblemRun, result: ProblemResult, done: int) -> None:
+    """Tell whoever follows the grading (`grader grade`'s progress lines) that a problem ended."""
+    if options.events:
+        options.events(
+            ProblemEvent(
+                problem=result.name,
+                stage="finished",
+                cases=len(run.cases),
+                cases_done=done,
+                seconds=result.duration_s,
+                status=result.status,
+            )
+        )
 
 
 def _untimed(run: ProblemRun) -> None:
