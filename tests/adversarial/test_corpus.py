@@ -169,6 +169,8 @@ def _build(entry: dict[str, Any], base: Path) -> tuple[Path, dict[str, str], lis
     problems = [entry["problem"], *entry.get("others", {})]
     device = "cuda" if entry.get("gpu") else "cpu"
     args = ["grade", str(submission), "--out", str(out), "--problems", ",".join(problems), "--device", device]
+    if not entry.get("hidden"):  # an attack's verdict comes from the public cases; the honest corpus grades every case
+        args.append("--public-only")
     if (
         "timeout" in entry
     ):  # the attacked problem's limit only: the others keep the spec's (no race with a slow machine)
