@@ -82,6 +82,10 @@ def move_inputs(inputs: dict[str, Any], device: str) -> dict[str, Any]:
     return {k: move(v, device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
+#: case fields that are flags: a message names them only when they are set
+_FLAGS = frozenset({"compile_only", "gpu_memory_gib"})
+
+
 def describe_tensor(t: torch.Tensor) -> str:
     return f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} strides={tuple(t.stride())}"
 
@@ -194,7 +198,9 @@ class ProblemKind:
     def describe(self, case: Case) -> str:
         """A one-line description of a case for messages: shape, dtype, layout, flags."""
         fields = case.model_dump(exclude={"name", "suite", "seed", "repeats", "weight", "visibility"})
-        return ", ".join(f"{k}={v}" for k, v in fields.items())
+        # flags said only where they are set: a compile-only case, a memory budget
+        shown = {k: v for k, v in fields.items() if not (k in _FLAGS and v in (False, None))}
+        return ", ".join(f"{k}={v}" for k, v in shown.items())
 
     def expected_dtype(self, output: str, case: Case) -> torch.dtype:
         want = self.output_dtypes.get(output, "input")
