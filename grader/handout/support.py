@@ -16,7 +16,7 @@ import torch
 
 from grader import timing
 from grader.handout import errors
-from grader.harness import calls, student_runtime, timed_watch
+from grader.harness import calls, student_runtime, timed_watch, tracebacks
 from grader.harness.timed_rounds import FreshRounds
 from grader.harness.watch import GUARD, arm, tamper_message
 from grader.judge.checks import case_label, check_call, kernel_check
@@ -125,7 +125,11 @@ class CaseRunner:
                     raise outcome.error
                 hint = gpu_limits.hint(str(outcome.error))  # as the grader's worker adds it
                 label, call = case_label(kind, case, inputs), f"call {repeat + 1} of {case.repeats}:"
-                pytest.fail(errors.summary(label, call, outcome.error, self.submission, hint), pytrace=False)
+                frames, innermost = (
+                    tracebacks.student_frames(outcome.error, self.submission),
+                    tracebacks.chain(outcome.error)[-1],
+                )
+                pytest.fail(errors.summary(label, call, frames, innermost, self.submission, hint), pytrace=False)
             assert outcome.result is not None
             cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches, self.submission)
             meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, outcome.snapshots)

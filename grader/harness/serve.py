@@ -22,8 +22,7 @@ done makes that take deliberate effort, and makes the easy routes fail loudly:
 
 What remains (walking frames or the garbage collector to reach the harness's globals, poking
 memory through ctypes, forging replies on the pipe) is listed in docs/defenses.md: the output
-values for fresh inputs still have to be computed, so the cheat left is "used PyTorch or a
-token kernel and hid it", which the static scan reports for a human to look at.
+values for fresh inputs still have to be computed, which the static scan reports for a human.
 """
 
 from __future__ import annotations
@@ -55,6 +54,7 @@ from grader.harness import (
     student_runtime,
     timed_rounds,
     timed_watch,
+    tracebacks,
 )
 from grader.harness.watch import GUARD, LaunchCounter, arm
 from grader.loading import load_function
@@ -76,7 +76,7 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
     """The error as a student should see it: their own frames only, paths relative to the submission."""
     try:
         root = str(submission) + os.sep
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(root)]
+        frames = tracebacks.student_frames(exc, submission)
         tb = "".join(traceback.format_list(frames[-10:])) + "".join(traceback.format_exception_only(type(exc), exc))
         tb = tb.replace(root, "")
         kind = type(exc).__name__

@@ -7,6 +7,13 @@ import importlib.util
 from pathlib import Path
 
 from grader.handout import errors
+from grader.harness import tracebacks
+
+
+def _summary(label: str, call: str, error: BaseException, submission: Path, hint: str | None) -> str:
+    """As the handout's support calls it: the frames and the innermost error from the harness."""
+    frames, innermost = tracebacks.student_frames(error, submission), tracebacks.chain(error)[-1]
+    return errors.summary(label, call, frames, innermost, submission, hint)
 
 
 def _raised_in(folder: Path) -> BaseException:
@@ -25,7 +32,7 @@ def _raised_in(folder: Path) -> BaseException:
 
 def test_only_the_students_frames_are_shown_with_the_error_and_the_hint(tmp_path: Path) -> None:
     error = _raised_in(tmp_path / "submission")
-    text = errors.summary("square-fp32 [shape=[4]]", "call 1 of 2:", error, tmp_path / "submission", "mask it")
+    text = _summary("square-fp32 [shape=[4]]", "call 1 of 2:", error, tmp_path / "submission", "mask it")
     lines = text.splitlines()
     assert lines[0] == "square-fp32 [shape=[4]]" and lines[1] == "call 1 of 2:"
     assert "  gelu.py:3 in triton_gelu: return int(helper)" in lines
@@ -37,7 +44,7 @@ def test_only_the_students_frames_are_shown_with_the_error_and_the_hint(tmp_path
 
 def test_an_error_with_no_frame_in_the_submission_still_names_itself(tmp_path: Path) -> None:
     error = _raised_in(tmp_path / "submission")
-    text = errors.summary("case", "call 1 of 1:", error, tmp_path / "elsewhere", None)
+    text = _summary("case", "call 1 of 1:", error, tmp_path / "elsewhere", None)
     assert "where, in your code" not in text and "ValueError" in text and "hint" not in text
 
 
@@ -47,6 +54,6 @@ def test_an_error_raised_from_another_shows_both_places_and_the_innermost_error(
     try:
         raise RuntimeError("wrapped") from inner
     except RuntimeError as outer:
-        text = errors.summary("case", "call 1 of 1:", outer, tmp_path / "submission", None)
+        text = _summary("case", "call 1 of 1:", outer, tmp_path / "submission", None)
     assert "  gelu.py:3 in triton_gelu: return int(helper)" in text
     assert "ValueError: invalid literal" in text and "RuntimeError" not in text

@@ -1,0 +1,32 @@
+"""The lines of a submission's own files that an error went through, for the worker's reply and
+for `pytest handout` alike. Triton's interpreter raises an `InterpreterError` from the error of
+the kernel's own line (the `tl.load` that went out of bounds): the frames of what an error was
+raised from count too, or the message would point at the launch alone."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+
+def chain(error: BaseException | None) -> list[BaseException]:
+    """`error` and what it was raised from, outermost first."""
+    found: list[BaseException] = []
+    while error is not None and all(error is not seen for seen in found):
+        found.append(error)
+        error = error.__cause__ or error.__context__
+    return found
+
+
+def student_frames(error: BaseException, submission: Path) -> list[traceback.FrameSummary]:
+    """The frames of `error`'s chain in the submission's files, outermost first, each place once."""
+    root = submission.resolve()
+    frames, places = [], set()
+    for link in chain(error):
+        for frame in traceback.extract_tb(link.__traceback__):
+            path = Path(frame.filename)
+            place = (frame.filename, frame.lineno, frame.name)
+            if path.is_absolute() and path.resolve().is_relative_to(root) and place not in places:
+                places.add(place)
+                frames.append(frame)
+    return frames
