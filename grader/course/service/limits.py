@@ -66,22 +66,36 @@ async def read_body(request: Request, limit: int, timeout_s: float | None = None
 class RateLimiter:
     """A sliding window per key; the caller picks keys from a bounded set (people, "anonymous")."""
 
-    def __init__(self, per_minute: int = REQUESTS_PER_MINUTE, window_s: float = 60.0) -> None:
-        self.per_minute, self.window_s = per_minute, window_s
+    def __init__(self, limit: int = REQUESTS_PER_MINUTE, window_s: float = 60.0) -> None:
+        #: events a key may have in any `window_s` seconds
+        self.limit, self.window_s = limit, window_s
         self._seen: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
     def allow(self, client: str, now: float | None = None) -> float | None:
-        """None when `client` may go on; else the seconds until it may."""
+        """None when `client` may go on (and this request counts); else the seconds until it may."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            times = self._seen.setdefault(client, deque())
-            while times and times[0] <= now - self.window_s:
-                times.popleft()
-            if len(times) >= self.per_minute:
-                return times[0] + self.window_s - now
-            times.append(now)
-            return None
+            wait = self._wait(client, now)
+            if wait is None:
+                self._seen[client].append(now)
+            return wait
+
+    def wait(self, client: str, now: float | None = None) -> float | None:
+        """As `allow`, without counting anything."""
+        with self._lock:
+            return self._wait(client, time.monotonic() if now is None else now)
+
+    def add(self, client: str, now: float | None = None) -> None:
+        """Count one more event for `client`, whether or not it was within the limit."""
+        with self._lock:
+            self._seen.setdefault(client, deque()).append(time.monotonic() if now is None else now)
+
+    def _wait(self, client: str, now: float) -> float | None:
+        times = self._seen.setdefault(client, deque())
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+        return times[0] + self.window_s - now if len(times) >= self.limit else None
 
     @property
     def clients(self) -> int:

@@ -12,13 +12,11 @@ restart forgets the counts, as it forgets the rate limit's.
 from __future__ import annotations
 
 import tempfile
-import threading
-import time
-from collections import deque
 from pathlib import Path
 
 from grader.course import archives
 from grader.course.archive_limits import ArchiveError, Limits
+from grader.course.service.limits import RateLimiter
 
 #: a packed submission is four kernel files: generous, and each refusal stays cheap
 UPLOAD_LIMITS = Limits(
@@ -46,23 +44,17 @@ def archive_problem(data: bytes, name: str, modules: list[str]) -> str | None:
     return None
 
 
-class RefusalBudget:
-    """Refused uploads per person in a sliding hour."""
+class RefusalBudget(RateLimiter):
+    """Refused uploads per person in a sliding hour: the rate limit's window, counted by `add` when
+    an upload is refused and read by `wait` before the next is."""
 
     def __init__(self, per_hour: int = REFUSALS_PER_HOUR) -> None:
-        self.per_hour = per_hour
-        self._seen: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
+        super().__init__(per_hour, HOUR)
 
-    def wait(self, person_id: str, now: float | None = None) -> float | None:
-        """None while `person_id` may upload; else the seconds until an older refusal leaves the hour."""
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            times = self._seen.get(person_id, deque())
-            while times and times[0] <= now - HOUR:
-                times.popleft()
-            return times[0] + HOUR - now if len(times) >= self.per_hour else None
+    @property
+    def per_hour(self) -> int:
+        return self.limit
 
-    def add(self, person_id: str, now: float | None = None) -> None:
-        with self._lock:
-            self._seen.setdefault(person_id, deque()).append(time.monotonic() if now is None else now)
+    @per_hour.setter
+    def per_hour(self, value: int) -> None:
+        self.limit = value
