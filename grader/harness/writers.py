@@ -48,8 +48,9 @@ _string_at = ctypes.string_at
 _len_modes = torch._C._len_torch_dispatch_stack
 _mode_at = torch._C._get_dispatch_stack_at
 
-#: the ops that copy their source's values: they pass on its writer
-COPIES = frozenset({"aten::copy_", "aten::_to_copy", "aten::clone", "aten::to", "aten::contiguous"})
+#: the ops that copy their source's values: they pass on its writer (`to` and `contiguous` are
+#: decomposed into `_to_copy` and `clone` before a dispatch mode sees them)
+COPIES = frozenset({"aten::copy_", "aten::_to_copy", "aten::clone"})
 
 #: the Writers of the watched call under way (None: none), read by the launch wrappers
 ACTIVE: list[Writers | None] = [None]
