@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import ctypes
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,24 +191,20 @@ class Writers:
     # -- launches -------------------------------------------------------------------------------
 
     def before_launch(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.busy = True
-        try:
+        with self._quiet():
             self._verify("before a Triton launch")
             given = _tensors((args, kwargs))
             self._given = {_key(t) for t in given if _key(t) in self.kept}
             for t in given:
                 self._first_sight(t)
             self._read = {_key(t) for t in given}
-        finally:
-            self.busy = False
 
     def after_launch(self, kernel: Any, own: bool = True) -> None:
         """After a launch: what it changed, or was given, is its kernel's output. A launch made straight
         through the driver's launcher (`own` False: Inductor's generated kernels) is no kernel of the
         submission's: what it writes is from outside."""
         name = str(getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "a kernel"))
-        self.busy = True
-        try:
+        with self._quiet():
             if any(kept.tensor.device.type == "cuda" for kept in self.kept.values()):
                 _cuda_sync()  # a side stream's kernels too
             # what the launch made is from outside if anything it was given is
@@ -219,8 +216,6 @@ class Writers:
                 if now != kept.data or (key in self._given and not kept.is_input):
                     kept.data, kept.kernel, kept.how = now, name, f"written by your kernel {name}"
                     kept.foreign = kept.foreign or foreign
-        finally:
-            self.busy = False
 
     # -- PyTorch ops ----------------------------------------------------------------------------
 
@@ -232,11 +227,8 @@ class Writers:
         if not writes:  # a view: nothing is written
             return func(*args, **kwargs)
         name = schema.name
-        self.busy = True
-        try:
+        with self._quiet():
             self._verify(f"before {name}")
-        finally:
-            self.busy = False
         outer, own = self.opaque, not op_names.recorded(name, Recording.namespaces)
         if own:
             self.opaque = name
@@ -244,8 +236,7 @@ class Writers:
             out = func(*args, **kwargs)
         finally:
             self.opaque = outer
-        self.busy = True
-        try:
+        with self._quiet():
             values = [*args, *[kwargs.get(a.name) for a in schema.arguments[len(args) :]]]
             written = [
                 t
@@ -268,11 +259,18 @@ class Writers:
                 if known is not None and now == known.data and not kernel and not foreign:
                     continue  # returned or rewritten as it was (a custom op returning its launch's output)
                 self._keep(t, kernel, copied or how, now, foreign or (known.foreign if known else None))
-        finally:
-            self.busy = False
         return out
 
     # -- bytes ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """The check's own reads and copies: its dispatch mode lets them pass, not followed."""
+        self.busy = True
+        try:
+            yield
+        finally:
+            self.busy = False
 
     def _keep(
         self, t: torch.Tensor, kernel: str | None, how: str, data: bytes | None = None, foreign: str | None = None
