@@ -1,7 +1,8 @@
 """What every runner needs to know about the batch, typed, with nothing of the command line in it.
 
 The driver builds it from its BatchOptions; a cluster node rebuilds it from the driver's recipe
-(grader.cluster.node), so one runner's code serves both.
+(grader.cluster.node), so one runner's code serves both. How a student is graded is a
+`grader.launch.GradeCommand`: the command line every runner runs, somewhere.
 """
 
 from __future__ import annotations
@@ -11,27 +12,41 @@ from pathlib import Path
 
 from grader.batch.results import error_result
 from grader.batch.tasks import Task
-from grader.orchestrator.options import GradeOptions
+from grader.launch import GradeCommand
 from grader.records.model import ErrorKind, Result
 from grader.spec.model import Assignment, Problem
 
 
-def selected_problems(assignment: Assignment, problems: list[str] | None) -> list[Problem]:
+def selected_problems(assignment: Assignment, problems: tuple[str, ...] | list[str] | None) -> list[Problem]:
     return [p for p in assignment.problems if not problems or p.name in problems]
 
 
 @dataclass
 class Context:
-    """What every runner needs to know about the batch."""
+    """What every runner needs to know about the batch: the spec loaded, and the command each student's
+    grading runs (its device made concrete: "cpu" or "cuda", the kind of grading)."""
 
     assignment: Assignment
     problems: list[Problem]
-    options: GradeOptions
-    spec: Path  # the assignment.toml graded against (a child `grader grade` loads it again)
-    public_only: bool
-    device: str  # "cpu" or "cuda": the kind of grading (interpreter or real kernels)
+    command: GradeCommand
     wall_s: float
-    hide: list[Path]
+
+    @property
+    def device(self) -> str:
+        return self.command.device
+
+    @property
+    def spec(self) -> Path:
+        assert self.command.spec is not None, "a batch's command names its spec"
+        return self.command.spec
+
+    @property
+    def public_only(self) -> bool:
+        return self.command.public_only
+
+    @property
+    def hide(self) -> list[Path]:
+        return list(self.command.hide)
 
     def error(
         self,
@@ -53,24 +68,3 @@ class Context:
     ) -> Result:
         """An error row that says nothing about the submission (the grading broke): graded again on resume."""
         return self.error(task, reason, isolation, duration, gpu, kind="infrastructure")
-
-    def grade_args(self) -> list[str]:
-        """`grader grade` options shared by the subprocess and container runners."""
-        out = ["--device", self.device]
-        if self.options.timeout:
-            out += ["--timeout", f"{self.options.timeout:g}"]
-        if self.options.problems:
-            out += ["--problems", ",".join(self.options.problems)]
-        if self.public_only:
-            out.append("--public-only")
-        if not self.options.time_performance:
-            out.append("--no-timing")
-        if self.options.profile:
-            out.append("--profile")
-        if self.options.parallel:
-            out += ["--parallel", str(self.options.parallel)]
-        if self.options.kernel_cache is None:
-            out.append("--no-kernel-cache")
-        if self.options.compile_aside:
-            out.append("--compile-aside")
-        return out

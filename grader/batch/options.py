@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.containers.docker import DEFAULT_MEMORY, DEFAULT_PIDS
-from grader.orchestrator.options import GradeOptions
+from grader.launch import GradeCommand
 from grader.spec.model import Problem
 
 STARTUP_ALLOWANCE_S = 120.0
@@ -53,9 +53,7 @@ class BatchOptions:
 
     submissions: Path
     out: Path
-    spec: Path
-    grading: GradeOptions  # its device is the one asked for ("auto", "cpu" or "cuda")
-    public_only: bool = False
+    grading: GradeCommand  # its device is the one asked for ("auto", "cpu" or "cuda"); its spec is the batch's
     regrade: bool = False
     retry_errors: bool = False
     #: folders under the submissions root that hold a submission_metadata.yml are Gradescope exports
@@ -68,6 +66,15 @@ class BatchOptions:
     backend: str = "local"
     ray: RayOptions = field(default_factory=RayOptions)
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+
+    @property
+    def spec(self) -> Path:
+        assert self.grading.spec is not None, "a batch's command names its spec"
+        return self.grading.spec
+
+    @property
+    def public_only(self) -> bool:
+        return self.grading.public_only
 
     def wall_limit(self, problems: list[Problem]) -> float:
         """Wall-clock limit for one student: every problem's limit, plus start-up, unless given."""

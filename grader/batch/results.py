@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from grader.batch.tasks import Task
+from grader.leaderboard.names import leaderboard_alias
 from grader.records import gradebook
 from grader.records.files import write_atomic
 from grader.records.model import AssignmentRef, ErrorKind, ProblemResult, Result, RunEnvironment, SubmissionRef
@@ -73,7 +74,9 @@ def previous(
 
 def commit_result(result: Result, out: Path) -> None:
     """report.html and gradescope/results.json, then result.json: its presence marks a whole set."""
-    write_atomic(out / "report.html", render_html(result))
+    write_atomic(
+        out / "report.html", render_html(result, leaderboard_alias(result.submission.student, result.assignment.name))
+    )
     write_atomic(out / "gradescope" / "results.json", gradescope_json(result))
     write_atomic(out / "result.json", result.model_dump_json(indent=2))
 

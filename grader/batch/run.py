@@ -8,7 +8,6 @@ archive), it gets an error row with the reason, and the batch goes on.
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import queue
 import shutil
@@ -39,7 +38,7 @@ from grader.batch.runner_choice import make_runner
 from grader.batch.runners import Runner
 from grader.batch.tasks import Task, prepare
 from grader.containers.docker import Cancelled
-from grader.orchestrator.options import DEFAULT_SECRET, resolve_device
+from grader.launch import DEFAULT_SECRET, resolve_device
 from grader.records import gradebook
 from grader.records.console import batch_table, phase_line, phase_totals, progress_line
 from grader.records.model import Result
@@ -114,11 +113,8 @@ def batch_context(batch: BatchOptions, assignment: Assignment) -> Context:
     if unknown:
         raise BatchError(f"--problems: unknown problem(s) {', '.join(unknown)}; the assignment has {', '.join(known)}")
     problems = selected_problems(assignment, batch.grading.problems)
-    device = batch_device(batch)
-    options = dataclasses.replace(batch.grading, device=device)
-    return Context(
-        assignment, problems, options, batch.spec, batch.public_only, device, batch.wall_limit(problems), options.hide
-    )
+    command = batch.grading.model_copy(update={"device": batch_device(batch)})
+    return Context(assignment, problems, command, batch.wall_limit(problems))
 
 
 @dataclass
@@ -264,7 +260,7 @@ def run_batch(batch: BatchOptions) -> int:
     batch.out.mkdir(parents=True, exist_ok=True)
     entries = discover(batch.submissions, exclude=[batch.out], nested_exports=batch.nested_exports)
     ctx = batch_context(batch, assignment)
-    warnings = [_warn_secret(console)] if ctx.options.secret == DEFAULT_SECRET else []
+    warnings = [_warn_secret(console)] if ctx.command.secret == DEFAULT_SECRET else []
     with BatchLock(batch.out / ".batch.lock"):
         shutil.rmtree(batch.out / WORK, ignore_errors=True)  # leftovers of a killed run: redone below
         runner, meta = make_runner(ctx, batch, console)
@@ -274,7 +270,7 @@ def run_batch(batch: BatchOptions) -> int:
             "device": ctx.device,
             "problems": [p.name for p in ctx.problems],
             **meta,
-            "default_secret": ctx.options.secret == DEFAULT_SECRET,
+            "default_secret": ctx.command.secret == DEFAULT_SECRET,
             "warnings": warnings + ([meta["image_warning"]] if "image_warning" in meta else []),
             "started_at": started_at,
             "duplicate_ids": {e.claimed[0]: list(e.claimed[1]) for e in entries if e.claimed},

@@ -1,4 +1,4 @@
-"""Which runner grades this batch: the cluster backend, containers, subprocesses or this process."""
+"""Which runner grades this batch: the cluster backend, containers, or `grader grade` children here."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from grader.batch.concurrency import jobs_at_once
 from grader.batch.context import Context
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
-from grader.batch.runners import DockerRunner, InProcessRunner, Runner, SubprocessRunner
+from grader.batch.runners import DockerRunner, Runner, SubprocessRunner
 
 
 def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[Runner, dict[str, Any]]:
@@ -61,10 +61,8 @@ def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[
         return DockerRunner(ctx, slots, client, tag, limits, label), meta
     if ctx.device == "cuda":
         return _gpu_runner(ctx, options, gpus, console)
-    if gpus or jobs > 1:
-        slots = list(gpus) if gpus else [None] * jobs
-        return SubprocessRunner(ctx, slots), {"mode": "subprocess", "gpus": gpus, "jobs": len(slots)}
-    return InProcessRunner(ctx), {"mode": "in-process", "gpus": []}
+    slots = list(gpus) if gpus else [None] * jobs
+    return SubprocessRunner(ctx, slots), {"mode": "subprocess", "gpus": gpus, "jobs": len(slots)}
 
 
 def _gpu_runner(
@@ -73,9 +71,8 @@ def _gpu_runner(
     """Several gradings per GPU: correctness together, timing one at a time through the GPU's lease."""
     per = jobs_at_once("cuda", options.jobs, max(1, len(gpus)))
     slots: list[str | None] = [g for g in gpus for _ in range(per)] if gpus else [None] * per
-    if len(slots) == 1 and not gpus:
-        return InProcessRunner(ctx), {"mode": "in-process", "gpus": gpus, "per_gpu": per}
     # a grading may wait for the others' timing on its GPU: its wall clock allows for theirs
     ctx.wall_s *= per
-    console.print(f"{per} submission(s) at once per GPU: correctness together, timing one at a time")
+    if per > 1:
+        console.print(f"{per} submission(s) at once per GPU: correctness together, timing one at a time")
     return SubprocessRunner(ctx, slots), {"mode": "subprocess", "gpus": gpus, "per_gpu": per, "jobs": len(slots)}

@@ -1,35 +1,31 @@
-"""The three local ways to run one student's grading, all ending in the same checked `Result`.
+"""The two local places to run one student's grading, both ending in the same checked `Result`.
 
-- in process (the default): `grade()` directly, one student at a time;
-- subprocesses (`--jobs N` or `--gpus` without Docker): `grader grade` per student, N at once,
+Each runs the same command line (`grader.launch.GradeCommand`) and reads the result.json it writes:
+
+- a child process (the default; `--jobs N`, `--gpus`): `grader grade` per student, N at once,
   one GPU each through CUDA_VISIBLE_DEVICES;
-- containers (`--docker`): one container per student through grader.containers.docker.
+- a container (`--docker`): one container per student through grader.containers.docker.
 
 A cluster backend (grader.cluster) offers the same interface, and its nodes run these very runners.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
-from grader import ROOT, kernel_cache
+from grader import ROOT, launch
 from grader.batch.context import Context
 from grader.batch.results import BadResult, collect_result
 from grader.batch.tasks import Task
 from grader.containers.docker import Cancelled
-from grader.orchestrator.grade import grade
 from grader.records.model import Result
-from grader.sandbox import scope
 
 
 class Runner(Protocol):
@@ -44,36 +40,6 @@ class Runner(Protocol):
 def tail_lines(text: str, n: int = 12) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return "\n".join(lines[-n:])
-
-
-class InProcessRunner:
-    """grade() in this process, one student at a time (the worker sandbox still applies)."""
-
-    parallel = False
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.slots: list[str | None] = [None]
-
-    def run(self, task: Task, slot: str | None) -> Result:
-        assert task.folder is not None
-        started = time.monotonic()
-        options = dataclasses.replace(self.ctx.options, student=task.student, progress=None)
-        try:
-            result = grade(self.ctx.assignment, task.folder, options)
-        except Exception as exc:  # grade() should not raise for a submission: keep the batch going
-            return self.ctx.infra_error(
-                task,
-                f"the grader failed on this submission: {type(exc).__name__}: {exc}",
-                "process",
-                time.monotonic() - started,
-            )
-        result.submission.path = str(task.entry.source)
-        result.submission.student = task.student
-        return result
-
-    def stop(self) -> None:
-        pass
 
 
 class SubprocessRunner:
@@ -98,22 +64,13 @@ class SubprocessRunner:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
         log = task.work / "grader.log"
-        spec = Path(self.ctx.spec).resolve()
-        argv = [
-            sys.executable,
-            "-m",
-            "grader.cli",
-            "grade",
-            str(task.folder.resolve()),
-            "--out",
-            str(out.resolve()),
-            "--spec",
-            str(spec),
-        ]
-        argv += self.ctx.grade_args() + ["--worker-user", self.ctx.options.worker_user]
-        env = self._child_env(slot)
-        env[scope.ENV] = str(task.work / "scope")  # its workers, swept here however the child ends
-        scope.sweep_file(task.work / "scope")  # an earlier attempt's, before this one starts
+        command = self.ctx.command.model_copy(update={"spec": self.ctx.spec.resolve()})
+        argv = command.argv(task.folder.resolve(), out.resolve())
+        env = command.env()
+        if slot is not None:
+            env["CUDA_VISIBLE_DEVICES"] = slot
+        env[launch.SCOPE_ENV] = str(task.work / "scope")  # its workers, swept here however the child ends
+        launch.sweep(task.work / "scope")  # an earlier attempt's, before this one starts
         with open(log, "wb") as handle:
             proc = subprocess.Popen(
                 argv,
@@ -143,7 +100,7 @@ class SubprocessRunner:
         finally:
             with self._lock:
                 self._live.discard(proc)
-            left = scope.sweep_file(task.work / "scope")
+            left = launch.sweep(task.work / "scope")
         if left:
             return self.ctx.infra_error(
                 task, f"{len(left)} processes of this grading could not be ended", "process", gpu=slot
@@ -169,17 +126,6 @@ class SubprocessRunner:
                 time.monotonic() - started,
                 gpu=slot,
             )
-
-    def _child_env(self, slot: str | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("GRADER_SECRET", "GRADER_HIDE")}
-        env["GRADER_SECRET"] = self.ctx.options.secret  # the environment, never argv
-        env["GRADER_HIDE"] = os.pathsep.join(str(p) for p in self.ctx.hide)
-        if self.ctx.options.kernel_cache is not None:
-            env[kernel_cache.ENV] = str(self.ctx.options.kernel_cache)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        if slot is not None:
-            env["CUDA_VISIBLE_DEVICES"] = slot
-        return env
 
     def stop(self) -> None:
         self.stopping.set()
@@ -227,7 +173,9 @@ class DockerRunner:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True, mode=0o700)
         os.chmod(out, 0o700)  # the worker (another uid inside) can neither read nor write it
-        args = ["grade", "/submission", "--out", "/out", *self.ctx.grade_args(), "--worker-user", WORKER_USER]
+        # in the image: its own spec and kernel cache; the worker user it has
+        inside = {"spec": None, "kernel_cache": None, "worker_user": WORKER_USER}
+        args = self.ctx.command.model_copy(update=inside).args("/submission", "/out")
         job = ContainerJob(
             student=task.student,
             submission=task.folder,
@@ -235,7 +183,7 @@ class DockerRunner:
             image=self.image,
             args=args,
             gpu=slot,
-            env={"GRADER_SECRET": self.ctx.options.secret},
+            env={launch.SECRET_ENV: self.ctx.command.secret},
             batch_label=self.batch_label,
             entrypoint=self.entrypoint,
         )

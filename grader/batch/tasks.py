@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.batch.discovery import WORK, Entry
 from grader.course import archives
-from grader.orchestrator.options import file_sha256, submission_hash
+from grader.records.files import file_sha256, submission_hash
 
 DEFAULT_LIMITS = archives.Limits()
 

@@ -2,10 +2,10 @@
 
 The driver turns its batch context into a `Recipe` (plain data, picklable, none of the driver's
 paths); the node loads its own copy of the spec, checks that it is the driver's (same version,
-same hidden cases), rebuilds the batch context and runs grader.batch's subprocess, Docker or (in a
-process of its own per student) in-process runner on the student's files. So a node grades
-exactly as `grader batch --jobs N` or `--docker` would on one machine: `grader grade` in a child
-process with its sandbox, or the grading container.
+same hidden cases), rebuilds the batch context and runs grader.batch's subprocess or Docker runner
+on the student's files. So a node grades exactly as `grader batch --jobs N` or `--docker` would on
+one machine: the same `grader grade` command line (grader.launch), in a child process with its
+sandbox, or in the grading container.
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ import socket
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grader.batch.context import Context, selected_problems
 from grader.batch.discovery import Entry
 from grader.batch.results import MAX_RESULT_BYTES
-from grader.batch.runners import ROOT, DockerRunner, InProcessRunner, SubprocessRunner
+from grader.batch.runners import ROOT, DockerRunner, SubprocessRunner
 from grader.batch.tasks import Task
 from grader.course import archives
-from grader.orchestrator.options import GradeOptions, submission_files
+from grader.launch import GradeCommand
+from grader.records.files import submission_files
 from grader.records.model import Result
 from grader.spec.load import load_assignment
 from grader.spec.model import Assignment
@@ -55,19 +57,11 @@ class Recipe:
 
     spec: str  # relative to the grader checkout when the driver's spec lies in it
     spec_digest: str
-    device: str
     wall_s: float
-    secret: str
-    worker_user: str
-    problems: list[str] | None
-    timeout: float | None
-    public_only: bool
-    no_timing: bool
-    parallel: int | None
-    no_kernel_cache: bool
+    #: the driver's GradeCommand as JSON, but for what is the node's own: its spec, its hidden
+    #: paths and its kernel cache
+    command: dict[str, Any]
     docker: DockerPlan | None = None
-    profile: bool = False
-    compile_aside: bool = False
 
 
 def spec_digest(assignment: Assignment) -> str:
@@ -82,63 +76,27 @@ def recipe_for(ctx: Context, docker: DockerPlan | None = None) -> Recipe:
         spec_text = str(spec.relative_to(ROOT))
     except ValueError:
         spec_text = str(spec)
+    command = ctx.command.model_dump(mode="json", exclude={"spec", "hide", "kernel_cache"})
     return Recipe(
-        spec=spec_text,
-        spec_digest=spec_digest(ctx.assignment),
-        device=ctx.device,
-        wall_s=ctx.wall_s,
-        secret=ctx.options.secret,
-        worker_user=ctx.options.worker_user,
-        problems=ctx.options.problems,
-        timeout=ctx.options.timeout,
-        public_only=ctx.public_only,
-        no_timing=not ctx.options.time_performance,
-        profile=ctx.options.profile,
-        parallel=ctx.options.parallel,
-        no_kernel_cache=ctx.options.kernel_cache is None,
-        docker=docker,
-        compile_aside=ctx.options.compile_aside,
+        spec=spec_text, spec_digest=spec_digest(ctx.assignment), wall_s=ctx.wall_s, command=command, docker=docker
     )
 
 
 def node_context(recipe: Recipe, hide: list[Path]) -> Context:
     """The node's side: the batch context rebuilt from its own checkout, checked against the driver's."""
-    from grader import kernel_cache
-
     spec = Path(recipe.spec) if Path(recipe.spec).is_absolute() else ROOT / recipe.spec
     host = socket.gethostname()
     if not spec.is_file():
         raise NodeError(f"node {host} has no spec at {spec}: install the same grader checkout on every node")
-    assignment = load_assignment(spec, hidden=False if recipe.public_only else None)
+    command = GradeCommand.model_validate({**recipe.command, "spec": spec, "hide": hide})
+    assignment = load_assignment(spec, hidden=False if command.public_only else None)
     if spec_digest(assignment) != recipe.spec_digest:
         raise NodeError(
             f"node {host} grades another spec than the driver ({assignment.assignment.name} "
             f"{assignment.assignment.version} at {spec}, "
             "or other hidden cases): put the same checkout and hidden_cases.toml on every node"
         )
-    options = GradeOptions(
-        device=recipe.device,
-        timeout=recipe.timeout,
-        secret=recipe.secret,
-        worker_user=recipe.worker_user,
-        problems=recipe.problems,
-        hide=hide,
-        time_performance=not recipe.no_timing,
-        profile=recipe.profile,
-        parallel=recipe.parallel,
-        kernel_cache=None if recipe.no_kernel_cache else kernel_cache.default_root(),
-        compile_aside=recipe.compile_aside,
-    )
-    return Context(
-        assignment,
-        selected_problems(assignment, recipe.problems),
-        options,
-        spec,
-        recipe.public_only,
-        recipe.device,
-        recipe.wall_s,
-        hide,
-    )
+    return Context(assignment, selected_problems(assignment, command.problems), command, recipe.wall_s)
 
 
 def grade_folder(
@@ -150,19 +108,14 @@ def grade_folder(
     work: Path,
     gpu: str | None,
     hide: list[Path],
-    in_process: bool = False,
 ) -> Result:
     """Grade `folder` here with the local runner the recipe names; raw output goes to work/out.
 
     `hide`: what the student's worker must not see on this node (other students' files).
-    `in_process`: grade() in this process, for a process that exists for this one student (a
-    Slurm element): it has paid for Python and torch already, a `grader grade` child would again.
     """
     ctx = node_context(recipe, hide)
     task = Task(Entry(student, Path(source), "folder"), out=work / "committed", work=work, folder=folder, sha=sha)
     work.mkdir(parents=True, exist_ok=True)
-    if in_process and recipe.docker is None:
-        return InProcessRunner(ctx).run(task, gpu)
     runner = SubprocessRunner(ctx, [gpu]) if recipe.docker is None else _docker_runner(ctx, recipe.docker, gpu)
     try:
         return runner.run(task, gpu)

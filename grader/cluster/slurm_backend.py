@@ -93,9 +93,7 @@ class Element:
         ending = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: ending.set())
         # this process exists for this one student and has imported torch already: grade here
-        result = node.grade_folder(
-            recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide], in_process=True
-        )
+        result = node.grade_folder(recipe, student, source, sha, Path(folder), Path(work), gpu, [Path(h) for h in hide])
         if result.error_kind == "infrastructure":
             ending.wait(TEARDOWN_S)  # the signal may land a moment after the grading's death
         if ending.is_set():

@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from grader import launch
 from grader.batch.concurrency import parse_jobs
 from grader.batch.options import BatchOptions, ContainerOptions
-from grader.commands import cluster_options, grading_options
+from grader.commands import cluster_options
 from grader.containers.docker import DEFAULT_MEMORY, DEFAULT_PIDS
 
 
@@ -78,7 +79,7 @@ def add_parser(sub: Any) -> None:
         "limits plus start-up)",
     )
     cluster_options.add_backend_arguments(b)  # --backend ray|slurm and their options
-    grading_options.add_arguments(b)
+    launch.add_arguments(b)
     b.set_defaults(func=run)
 
 
@@ -92,7 +93,7 @@ def _jobs(text: str) -> int | None:
 def options_from_args(args: argparse.Namespace) -> BatchOptions:
     """The typed options of one `grader batch` command line."""
     out, root = Path(args.out), Path(args.submissions)
-    hide = grading_options.hidden_paths(args.spec, out) + [root.resolve()]
+    hide = launch.hidden_paths(args.spec, out) + [root.resolve()]
     if args.secret_file:
         hide.append(Path(args.secret_file).resolve())  # as `grader grade` does: workers never see it
     docker = (
@@ -101,9 +102,7 @@ def options_from_args(args: argparse.Namespace) -> BatchOptions:
     return BatchOptions(
         submissions=root,
         out=out,
-        spec=args.spec,
-        grading=grading_options.grade_options(args, hide),
-        public_only=args.public_only,
+        grading=launch.GradeCommand.from_args(args, hide),
         regrade=args.regrade,
         retry_errors=args.retry_errors,
         nested_exports=args.nested_exports,

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from grader.commands import grading_options
+from grader import launch
 from grader.spec import toml
 from grader.spec.model import DEFAULT_SPEC
 
@@ -29,13 +29,14 @@ def add_parser(sub: Any) -> None:
     g = sub.add_parser("grade", help="grade one submission folder")
     g.add_argument("path", help=f"submission folder ({module_names()})")
     g.add_argument("--out", default="grades/single", help="folder for result.json, report.html, gradescope/")
-    grading_options.add_arguments(g)
+    launch.add_arguments(g)
     # everything it starts has ended when run() returns (grade()'s scope), and what it wrote is closed
     g.set_defaults(func=run, leaves_at_once=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from grader.orchestrator.grade import grade
+    from grader.orchestrator.options import options_for
     from grader.records.console import print_profiles, print_result
     from grader.records.report import write_result
     from grader.spec.load import load_assignment
@@ -50,9 +51,8 @@ def run(args: argparse.Namespace) -> int:
     assignment = load_assignment(args.spec, hidden=False if args.public_only else None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    options = grading_options.grade_options(
-        args, grading_options.hidden_paths(args.spec, out) + ([Path(args.secret_file)] if args.secret_file else [])
-    )
+    hide = launch.hidden_paths(args.spec, out) + ([Path(args.secret_file)] if args.secret_file else [])
+    options = options_for(launch.GradeCommand.from_args(args, hide))
     with console.status(f"grading {submission}") as status:
         options.progress = lambda text: status.update(f"grading {submission}: {text}")
         options.events = lambda event: console.print(escape(event.line()), highlight=False, soft_wrap=True)

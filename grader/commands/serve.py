@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from grader.commands import cluster_options
-from grader.commands.grading_options import positive_int
+from grader.launch import positive_int
 from grader.spec.model import DEFAULT_SPEC
 
 

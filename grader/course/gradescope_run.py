@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -103,11 +104,10 @@ def student_notes(hidden_tests: int, pending_points: float, gpu_note: str) -> li
 
 
 def _graded(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None) -> str:
-    from grader.commands.grading_options import hidden_paths
     from grader.course import gradescope_metadata
-    from grader.orchestrator.grade import grade
-    from grader.orchestrator.options import GradeOptions
+    from grader.launch import GradeCommand, hidden_paths
     from grader.records import gradescope, gradescope_gpu
+    from grader.records.model import Result
     from grader.spec.load import load_assignment
 
     spec_path = source / "assignment" / "assignment.toml"
@@ -115,14 +115,22 @@ def _graded(source: Path, upload: Path, metadata: Path, results: Path, problems:
     gpu_file = source / GPU_GRADES_NAME
     with tempfile.TemporaryDirectory(prefix="grader-upload-") as scratch:
         folder = submission_folder(upload, Path(scratch), [p.module for p in assignment.problems])
-        options = GradeOptions(
+        out = Path(scratch) / "out"
+        command = GradeCommand(
+            spec=spec_path,
             device="cpu",
+            problems=tuple(problems) if problems else None,
             secret=secrets.token_hex(32),  # per run: a resubmission gets new inputs
-            problems=problems,
-            hide=[*hidden_paths(spec_path, results.parent), metadata, gpu_file],
-            student=gradescope_metadata.read_submission_metadata(metadata),
+            hide=(*hidden_paths(spec_path, out), metadata, gpu_file, results.parent),
         )
-        result = grade(assignment, folder, options)
+        done = subprocess.run(
+            command.argv(folder, out), env=command.env(), cwd=source, capture_output=True, text=True, errors="replace"
+        )
+        if done.returncode != 0 or not (out / "result.json").is_file():
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+            raise RuntimeError(f"`grader grade` exited with code {done.returncode}: {tail}")
+        result = Result.model_validate_json((out / "result.json").read_text(encoding="utf-8"))
+    result.submission.student = gradescope_metadata.read_submission_metadata(metadata)
     grades = gradescope_gpu.GpuGrades.model_validate_json(gpu_file.read_bytes()) if gpu_file.is_file() else None
     found = gradescope_gpu.match(grades, _users(metadata), result.submission.sha256)
     pending = result.pending_score

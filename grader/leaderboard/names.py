@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 from collections.abc import Iterable
 
 _ADJECTIVES = (
@@ -134,3 +135,11 @@ def display_names(students: Iterable[str], salt: str, names: dict[str, str]) -> 
         if len(set(aliases)) == len(aliases):
             break
     return shown
+
+
+def leaderboard_alias(student: str | None, assignment: str) -> str | None:
+    """A student's name on the leaderboard (its pseudonym under the class's salt), shown in their
+    report; None without a student id (a lone `grader grade`)."""
+    if not student:
+        return None
+    return pseudonym(student, os.environ.get(SALT_ENV) or assignment)

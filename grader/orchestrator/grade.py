@@ -19,16 +19,10 @@ from typing import Any
 from grader.judge import reference_archive, reference_cache, scan, scoring
 from grader.judge.fingerprint import fingerprint, suite_of
 from grader.orchestrator import trace
-from grader.orchestrator.options import (
-    DEFAULT_SECRET,
-    GradeOptions,
-    environment,
-    resolve_device,
-    submission_files,
-    submission_hash,
-)
+from grader.orchestrator.options import DEFAULT_SECRET, GradeOptions, environment, resolve_device
 from grader.orchestrator.problem_run import ProblemRun
 from grader.orchestrator.progress import ProblemEvent, cases_done
+from grader.records.files import submission_files, submission_hash
 from grader.records.model import (
     AssignmentRef,
     Performance,

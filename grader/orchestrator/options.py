@@ -5,7 +5,6 @@ No torch at import: the command line builds these before anything heavy is loade
 
 from __future__ import annotations
 
-import hashlib
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,12 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import ROOT
+from grader.launch import DEFAULT_SECRET, GradeCommand, resolve_device
 from grader.records.model import RunEnvironment
 
 if TYPE_CHECKING:
     from grader.orchestrator.progress import ProblemEvent
 
-DEFAULT_SECRET = "local-default-secret"
+__all__ = ["DEFAULT_SECRET", "GradeOptions", "resolve_device"]
 
 
 @dataclass
@@ -47,39 +47,20 @@ class GradeOptions:
     compile_aside: bool = False
 
 
-def resolve_device(requested: str) -> str:
-    import torch
-
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for, but PyTorch sees no CUDA GPU on this machine")
-    return requested
-
-
-def submission_files(path: Path) -> list[Path]:
-    skip = {"__pycache__", ".git", ".ipynb_checkpoints"}
-    return sorted(
-        p for p in path.rglob("*") if not p.is_symlink() and p.is_file() and not skip & set(p.relative_to(path).parts)
+def options_for(command: GradeCommand) -> GradeOptions:
+    """What the engine is asked to do by `grader grade`'s command line (grader.launch, parsed)."""
+    return GradeOptions(
+        device=command.device,
+        timeout=command.timeout,
+        secret=command.secret,
+        worker_user=command.worker_user,
+        problems=list(command.problems) if command.problems else None,
+        hide=list(command.hide),
+        time_performance=command.timing,
+        profile=command.profile,
+        parallel=command.parallel,
+        kernel_cache=command.kernel_root(),
     )
-
-
-def submission_hash(path: Path) -> str:
-    """Content hash over relative paths and bytes: the same files give the same hash anywhere."""
-    digest = hashlib.sha256()
-    for file in submission_files(path):
-        digest.update(str(file.relative_to(path)).encode() + b"\x00")
-        digest.update(file_sha256(file))
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> bytes:
-    """One file's SHA-256, read in 1 MiB chunks (hashlib.file_digest is Python 3.11+)."""
-    file_digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            file_digest.update(chunk)
-    return file_digest.digest()
 
 
 def environment(device: str, isolation: str) -> RunEnvironment:

@@ -6,14 +6,12 @@ killed at any moment leaves either the old file or the new one, never half of on
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from grader.leaderboard.names import SALT_ENV, pseudonym
 from grader.records.files import TEMPLATES, write_atomic
 from grader.records.model import Result, TestResult
 
@@ -45,13 +43,6 @@ def failure_groups(tests: list[TestResult]) -> list[TestGroup]:
             key = (test.status, test.message)
             groups.setdefault(key, TestGroup(test.status, test.message, [])).tests.append(test)
     return sorted(groups.values(), key=lambda g: STATUS_ORDER[g.status])
-
-
-def leaderboard_alias(result: Result) -> str | None:
-    """The student's name on the leaderboard (its pseudonym under the batch's salt), if known."""
-    if not result.submission.student:
-        return None
-    return pseudonym(result.submission.student, os.environ.get(SALT_ENV) or result.assignment.name)
 
 
 #: the write-up the spec's `writeup_section` anchors point into (a repository checkout or the handout)
@@ -87,7 +78,8 @@ def writeup_section(anchor: str, writeup: Path = WRITEUP) -> str:
     return "\n".join(out).strip()
 
 
-def render_html(result: Result) -> str:
+def render_html(result: Result, alias: str | None = None) -> str:
+    """The student's report; `alias`: their name on the class's leaderboard, which the course layer knows."""
     from grader.judge.flags import result_flags
 
     problems = sorted(result.problems, key=lambda p: STATUS_ORDER.get(p.status, 9))
@@ -99,7 +91,7 @@ def render_html(result: Result) -> str:
             problems=problems,
             groups={p.name: failure_groups(p.tests) for p in result.problems},
             flags=result_flags(result),
-            alias=leaderboard_alias(result),
+            alias=alias,
             writeup={p.name: writeup_section(p.writeup_section) for p in result.problems if p.writeup_section},
         )
     )

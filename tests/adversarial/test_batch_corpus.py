@@ -1,8 +1,9 @@
 """The batch-level entries of corpus.toml (issue 17): what a hostile class does to `grader batch`.
 
 One submissions folder holds every [[batch]] entry's students, built here (BUILD); it is graded
-with `--secret-file` in process, in subprocesses (--jobs 2) and in containers (--docker, marked
-`docker`: needs the engine and the CPU image scripts/setup-docker.sh prepares), then graded again:
+with `--secret-file` by `grader grade` children one at a time (the default) and in containers two
+at once (--docker --jobs 2, marked `docker`: needs the engine and the CPU image
+scripts/setup-docker.sh prepares), then graded again:
 the second run must finish too and grade nothing new. Each entry's expectations are then checked
 against what each mode wrote.
 """
@@ -42,7 +43,7 @@ ROOT = HERE.parents[1]
 CORRECT_GELU = (ROOT / "examples" / "submissions" / "correct" / "gelu.py").read_bytes()
 BATCH: list[dict[str, Any]] = tomllib.loads((HERE / "corpus.toml").read_text())["batch"]
 SECRET = "SENTINEL-BATCH-SECRET"
-MODES = ["in-process", "subprocess", "docker"]
+MODES = ["subprocess", "docker"]
 ALONE = {"wall_s", "ulimit_as"}  # entries graded in a batch of their own
 READ_SECRET = """
 try:
@@ -145,7 +146,7 @@ def _image() -> None:
 
 
 def _batch(subs: Path, out: Path, secret_file: Path, mode: str, more: tuple[str, ...] = ()) -> int:
-    extra = {"in-process": [], "subprocess": ["--jobs", "2"], "docker": ["--docker", "--jobs", "2"]}[mode]
+    extra = {"subprocess": [], "two-at-once": ["--jobs", "2"], "docker": ["--docker", "--jobs", "2"]}[mode]
     extra += more
     argv = [
         "batch",
@@ -220,9 +221,10 @@ def test_batch_entry_gets_its_verdict(name: str, graded: tuple[str, Path, dict[s
         for needle in needles:
             assert needle in results[student].error, (mode, results[student].error)
     checks = dict(entry.get("output", {}))
-    if mode == "in-process":
-        checks = {s: checks.get(s, []) + extra for s, extra in entry.get("output_in_process", {}).items()} | {
-            s: v for s, v in checks.items() if s not in entry.get("output_in_process", {})
+    if mode == "subprocess":  # one at a time: the order of the students is the order of their gradings
+        once = entry.get("output_one_at_a_time", {})
+        checks = {s: checks.get(s, []) + extra for s, extra in once.items()} | {
+            s: v for s, v in checks.items() if s not in once
         }
     for student, needles in checks.items():
         for needle in needles:
@@ -254,7 +256,7 @@ def test_a_killed_grading_takes_its_processes_along(name: str, tmp_path: Path) -
     secret_file.write_text(SECRET)
     BUILD[name](subs, secret_file)
     more = ("--container-timeout", str(entry["wall_s"]), "--timeout", str(4 * entry["wall_s"]))
-    assert _batch(subs, out, secret_file, "subprocess", more) == 0
+    assert _batch(subs, out, secret_file, "two-at-once", more) == 0
     results = {p.parent.name: Result.model_validate_json(p.read_text()) for p in out.glob("*/result.json")}
     for student, status in entry["students"].items():
         assert results[student].status == status, (student, results[student].error)
@@ -272,7 +274,7 @@ def test_a_killed_grading_takes_its_processes_along(name: str, tmp_path: Path) -
 
 @pytest.mark.parametrize("name", [e["name"] for e in BATCH if "ulimit_as" in e])
 def test_a_resource_limit_on_the_grader_is_an_infrastructure_row(name: str, tmp_path: Path) -> None:
-    """`ulimit -v` below a worker's limit on an in-process batch: every row an infrastructure error that
+    """`ulimit -v` below a worker's limit on a batch (and its `grader grade` children): every row an infrastructure error that
     says so (retried on resume), never a silent 0.0; the honest twin, the same batch unlimited, is graded."""
     entry = next(e for e in BATCH if e["name"] == name)
     subs = tmp_path / "subs"
@@ -326,7 +328,7 @@ def test_a_result_that_cannot_be_written_is_that_students_error_row(tmp_path: Pa
     secret_file = tmp_path / "secret.txt"
     secret_file.write_text(SECRET)
     for _ in range(2):
-        assert _batch(subs, out, secret_file, "in-process") == 0
+        assert _batch(subs, out, secret_file, "subprocess") == 0
         rows = {r["student"]: r for r in csv.DictReader(io.StringIO((out / "gradebook.csv").read_text()))}
         assert (
             rows["blocked"]["status"] == "error" and "could not write this student's result" in rows["blocked"]["error"]

@@ -21,7 +21,13 @@ SHARED_PACKAGES = ("grader.spec", "grader.protocol")
 #: the only trusted module that may import the harness: pytest handout runs the same calls
 HARNESS_USERS = {"grader.handout.support"}
 #: where argparse may be imported: the verbs, the CLI that lists them, the worker's own argv
-ARGPARSE_HOMES = ("grader.commands", "grader.cli", "grader.harness.serve", "grader.harness.compile_serve")
+ARGPARSE_HOMES = (
+    "grader.commands",
+    "grader.cli",
+    "grader.launch",
+    "grader.harness.serve",
+    "grader.harness.compile_serve",
+)
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
 MAX_TOP_LEVEL = 20
@@ -199,3 +205,53 @@ def test_the_slowest_first_files_of_the_test_order_exist() -> None:
 
     missing = [path for path in SLOWEST_FIRST if not (ROOT / path).is_file()]
     assert not missing, f"tests/conftest.py SLOWEST_FIRST names files that are not there: {missing}"
+
+
+# -- the seam between a class and the engine (issue 51) -------------------------------------------
+
+#: the course layer: what grades a class, serves students and ranks them; it launches the engine
+COURSE = ("grader.batch", "grader.cluster", "grader.containers", "grader.course", "grader.leaderboard")
+#: what the course layer may use of the engine: the spec, the records (the model and what reads
+#: and writes it) and the command line a grading is launched by
+ENGINE_API = ("grader.spec", "grader.records", "grader.launch")
+#: still to go through the seam (issue 51): re-scoring a stored record, and the flags and
+#: geomean the leaderboard computes again instead of reading them from the record
+NOT_YET = {"grader.judge", "grader.judge.rescore", "grader.judge.flags", "grader.judge.scoring"}
+
+
+def _in(name: str, rooms: tuple[str, ...]) -> bool:
+    return any(name == room or name.startswith(room + ".") for room in rooms)
+
+
+def seam_crossings() -> list[str]:
+    """Every import from the course layer into the engine beyond ENGINE_API (and NOT_YET)."""
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        if _in(name, COURSE)
+        for target in targets
+        if target != "grader"
+        and not _in(target, COURSE)
+        and not _in(target, ENGINE_API)
+        and target not in NOT_YET
+    )
+
+
+def test_the_course_layer_uses_the_engine_only_through_its_seam() -> None:
+    assert seam_crossings() == []
+
+
+def test_the_seam_check_sees_a_course_module_calling_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(GRAPH, "grader.batch.runners", GRAPH["grader.batch.runners"] | {"grader.orchestrator.grade"})
+    assert seam_crossings() == ["grader.batch.runners -> grader.orchestrator.grade"]
+
+
+def test_the_engine_knows_nothing_of_a_class() -> None:
+    reaching = sorted(
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        if not _in(name, COURSE) and not name.startswith(("grader.commands", "grader.cli"))
+        for target in targets
+        if _in(target, COURSE)
+    )
+    assert reaching == []

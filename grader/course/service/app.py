@@ -28,6 +28,7 @@ from grader.course import archives
 from grader.course.service import quotas, store, tokens, uploads, views
 from grader.course.service.limits import ANONYMOUS_PER_MINUTE, RateLimiter, SlowBody, TooLarge, read_body
 from grader.course.service.scheduler import Scheduler
+from grader.leaderboard.names import leaderboard_alias
 from grader.records.report import render_html
 from grader.spec.model import MODES, Assignment, Quota
 
@@ -232,7 +233,7 @@ def report(request: Request) -> Response:
     result, withheld = views.visible_result(job, server.service, store.published_at(server.engine), server.clock())
     if result is None:
         raise Refused(404, withheld or f"submission {job.id} has no result yet ({job.state})")
-    return HTMLResponse(render_html(result))
+    return HTMLResponse(render_html(result, leaderboard_alias(result.submission.student, result.assignment.name)))
 
 
 def me(request: Request) -> Response:

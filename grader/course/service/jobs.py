@@ -22,7 +22,7 @@ from grader.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWANCE_S, B
 from grader.batch.tasks import Task, prepare
 from grader.containers.docker import Cancelled
 from grader.course import archives
-from grader.orchestrator.options import GradeOptions
+from grader.launch import GradeCommand
 from grader.records.model import Result
 from grader.spec.load import load_assignment
 from grader.spec.model import Assignment
@@ -69,21 +69,23 @@ def context(setup: GradingSetup, mode: str, problems: list[str] | None, secret: 
     assignment = assignment_for(setup, mode)
     public_only, timed, profiled = MODE_RUN[mode]
     chosen = selected_problems(assignment, problems)
-    options = GradeOptions(
-        device=setup.device,
+    command = GradeCommand(
+        spec=setup.spec,
+        device=setup.device,  # type: ignore[arg-type]
         timeout=setup.timeout,
-        secret=secret or setup.secret,
-        worker_user=setup.worker_user,
-        problems=problems,
-        hide=list(setup.hide),
-        time_performance=timed,
+        problems=tuple(problems) if problems else None,
+        public_only=public_only,
+        timing=timed,
         profile=profiled,
         kernel_cache=setup.kernel_cache,
+        worker_user=setup.worker_user,
+        secret=secret or setup.secret,
+        hide=tuple(setup.hide),
     )
     wall = STARTUP_ALLOWANCE_S + sum((setup.timeout or p.time_limit_s) + PER_PROBLEM_ALLOWANCE_S for p in chosen)
     if setup.device == "cuda":
         wall *= setup.jobs  # a grading may wait for the others' timing on the GPU
-    return Context(assignment, chosen, options, setup.spec, public_only, setup.device, wall, list(setup.hide))
+    return Context(assignment, chosen, command, wall)
 
 
 def runner_for(setup: GradingSetup, ctx: Context, task: Task, on_start: Callable[[int], None]):  # type: ignore[no-untyped-def]
@@ -99,9 +101,7 @@ def runner_for(setup: GradingSetup, ctx: Context, task: Task, on_start: Callable
     options = BatchOptions(
         submissions=task.work,
         out=task.out,
-        spec=setup.spec,
-        grading=ctx.options,
-        public_only=ctx.public_only,
+        grading=ctx.command,
         backend=setup.backend,
         **setup.cluster,  # type: ignore[arg-type]
     )

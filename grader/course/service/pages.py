@@ -28,6 +28,7 @@ from grader.course.service.app import (
 )
 from grader.course.service.limits import MAX_SMALL_BODY, SlowBody, TooLarge, read_body
 from grader.course.service.quotas import iso
+from grader.leaderboard.names import leaderboard_alias
 from grader.records.report import render_html
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -130,7 +131,7 @@ def student_report(request: Request) -> Response:
     result, withheld = views.visible_result(job, server.service, store.published_at(server.engine), server.clock())
     if result is None:
         raise Refused(404, withheld or f"submission {job.id} has no result yet ({job.state})")
-    return HTMLResponse(render_html(result))
+    return HTMLResponse(render_html(result, leaderboard_alias(result.submission.student, result.assignment.name)))
 
 
 def staff_page(request: Request) -> Response:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
+from grader import launch
 from grader.batch.results import alone_note, contention
 from grader.containers.docker import Cancelled
 from grader.course.service import store
 from grader.course.service.jobs import GradingSetup, Outcome, grade_job
-from grader.sandbox import scope
 
 IDLE_WAIT_S = 2.0
 
@@ -51,7 +51,7 @@ class Scheduler:
         for job_id, pid in store.requeue_running(self.engine):
             end_orphan(pid, self.setup.files)
             for left in (self.setup.files / "jobs" / str(job_id)).glob("attempt-*/.work/*/scope"):
-                scope.sweep_file(left)
+                launch.sweep(left)
             requeued.append(job_id)
         for n in range(max(1, self.setup.jobs)):
             thread = threading.Thread(target=self._loop, name=f"grade-{n}", daemon=True)

@@ -22,8 +22,8 @@ from grader.course.service.connections import GuardedH11Protocol
 from grader.course.service.jobs import GradingSetup
 from grader.course.service.quotas import effective
 from grader.course.service.scheduler import Scheduler
+from grader.launch import resolve_device
 from grader.leaderboard.names import SALT_ENV
-from grader.orchestrator.options import resolve_device
 from grader.spec.load import load_assignment
 from grader.spec.model import DEFAULT_SPEC
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from grader import cli
-from grader.batch import runners
+from grader.batch import run as batch_run
 from grader.batch.discovery import WORK, Entry, discover, read_gradescope_metadata, student_id
 from grader.batch.errors import BatchError
 from grader.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWANCE_S
@@ -25,7 +25,7 @@ from grader.batch.results import BadResult, collect_result
 from grader.batch.run import BatchLock, run_batch
 from grader.batch.tasks import Task
 from grader.commands.batch import options_from_args
-from grader.orchestrator.options import GradeOptions, submission_hash
+from grader.records.files import submission_hash
 from grader.records.model import AssignmentRef, ProblemResult, Result, RunEnvironment, SubmissionRef
 from grader.spec.load import load_assignment
 
@@ -47,38 +47,62 @@ def gradebook(out: Path) -> dict[str, dict[str, str]]:
     return {r["student"]: r for r in rows}
 
 
+def fake_result(assignment: Any, submission: Path, student: str, problems: tuple[str, ...] | None) -> Result:
+    """The record a `grader grade` of `submission` would write, every problem passed (no kernel runs)."""
+    chosen = [p for p in assignment.problems if not problems or p.name in problems]
+    return Result(
+        assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
+        submission=SubmissionRef(path=str(submission), sha256=submission_hash(submission), student=student),
+        environment=RunEnvironment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
+        score=sum(p.points.correctness for p in chosen),
+        max_score=sum(p.max_score for p in chosen),
+        duration_s=0.01,
+        graded_at="2026-01-01T00:00:00+00:00",
+        problems=[
+            ProblemResult(name=p.name, score=p.points.correctness, max_score=p.max_score, status="passed")
+            for p in chosen
+        ],
+    )
+
+
 class FakeGrade:
-    """Stands in for grade(): records who was graded; can fail for chosen students."""
+    """Stands in for the batch's runner (a `grader grade` child per student): records who was
+    graded; can fail for chosen students, as a crashed child or a Ctrl-C would."""
+
+    parallel = False
 
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.fail: dict[str, BaseException] = {}
+        self.ctx: Any = None
+        self.slots: list[str | None] = [None]
 
-    def __call__(self, assignment: Any, submission: Path, options: GradeOptions) -> Result:
-        student = options.student or ""
-        self.calls.append(student)
-        if student in self.fail:
-            raise self.fail[student]
-        problems = [p for p in assignment.problems if not options.problems or p.name in options.problems]
-        return Result(
-            assignment=AssignmentRef(name=assignment.assignment.name, version=assignment.assignment.version),
-            submission=SubmissionRef(path=str(submission), sha256=submission_hash(submission), student=student),
-            environment=RunEnvironment(device="cpu", torch="t", triton="t", python="3", interpreter=True),
-            score=sum(p.points.correctness for p in problems),
-            max_score=sum(p.max_score for p in problems),
-            duration_s=0.01,
-            graded_at="2026-01-01T00:00:00+00:00",
-            problems=[
-                ProblemResult(name=p.name, score=p.points.correctness, max_score=p.max_score, status="passed")
-                for p in problems
-            ],
-        )
+    def run(self, task: Task, slot: str | None) -> Result:
+        self.calls.append(task.student)
+        failure = self.fail.get(task.student)
+        if isinstance(failure, Exception):  # what SubprocessRunner makes of a child that crashed
+            return self.ctx.infra_error(task, f"`grader grade` exited with code 1:\n{failure!r}", "process")
+        if failure is not None:
+            raise failure
+        # the child's record, read back as SubprocessRunner reads it
+        written = fake_result(self.ctx.assignment, task.folder, task.student, self.ctx.command.problems)
+        (task.work / "out").mkdir(parents=True, exist_ok=True)
+        (task.work / "out" / "result.json").write_text(written.model_dump_json())
+        return collect_result(task.work / "out", task, self.ctx.assignment)
+
+    def stop(self) -> None:
+        pass
 
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeGrade:
     grade = FakeGrade()
-    monkeypatch.setattr(runners, "grade", grade)
+
+    def make_runner(ctx: Any, options: Any, console: Any) -> tuple[FakeGrade, dict[str, Any]]:
+        grade.ctx = ctx
+        return grade, {"mode": "subprocess", "gpus": [], "jobs": 1}
+
+    monkeypatch.setattr(batch_run, "make_runner", make_runner)
     return grade
 
 
@@ -377,7 +401,7 @@ def test_summary_flags_the_default_secret(tmp_path: Path, fake: FakeGrade, monke
     summary = json.loads((out / "summary.json").read_text())
     assert summary["default_secret"] is True
     assert any("DEFAULT secret" in w for w in summary["warnings"])
-    assert summary["students"] == 1 and summary["graded"] == 1 and summary["mode"] == "in-process"
+    assert summary["students"] == 1 and summary["graded"] == 1 and summary["mode"] == "subprocess"
     monkeypatch.setenv("GRADER_SECRET", "a-real-secret")
     run(subs, out, "--regrade")
     assert json.loads((out / "summary.json").read_text())["default_secret"] is False
@@ -420,7 +444,7 @@ def test_collect_result_rejects_garbage(tmp_path: Path) -> None:
     (out / "result.json").write_text("garbage{")
     with pytest.raises(BadResult, match="not a valid result record"):
         collect_result(out, task, assignment)
-    good = FakeGrade()(assignment, sub, GradeOptions(problems=["gelu"], student="s"))
+    good = fake_result(assignment, sub, "s", ("gelu",))
     (out / "result.json").write_text(good.model_dump_json())
     assert collect_result(out, task, assignment).submission.path == str(sub)
     other = good.model_copy(deep=True)
@@ -438,7 +462,7 @@ def test_collect_result_rejects_garbage(tmp_path: Path) -> None:
 # -- real grading, no Docker -------------------------------------------------------------------------
 
 
-def test_real_in_process_batch_with_a_nested_archive(tmp_path: Path) -> None:
+def test_real_batch_one_at_a_time_with_a_nested_archive(tmp_path: Path) -> None:
     subs, out = tmp_path / "subs", tmp_path / "out"
     shutil.copytree(CORRECT, subs / "correct")
     zip_of(subs / "zipped.zip", {f"zipped/{p.name}": p.read_bytes() for p in CORRECT.glob("*.py")})
@@ -490,8 +514,8 @@ class SharedGpuRunner:
                 self.meet.wait()  # the first two start together, whatever the machine's load
             with self.lock:
                 seen = self.running - {task.student}
-            options = dataclasses.replace(self.ctx.options, student=task.student)
-            result = self.fake(self.ctx.assignment, task.folder, options)
+            self.fake.calls.append(task.student)
+            result = fake_result(self.ctx.assignment, task.folder, task.student, self.ctx.command.problems)
             if first and task.student in ("crowded", "x"):
                 self.meet.wait()  # and are both running until each has looked
             self.beside[task.student].append(len(seen))
@@ -518,7 +542,8 @@ def crowded_class(tmp_path: Path, fake: FakeGrade, device: str) -> tuple[list[st
     for name in ("crowded", "x", "y"):  # in this order: crowded and x start together
         shutil.copytree(CORRECT, subs / name)
     batch = options_from_args(parse("batch", str(subs), "--out", str(out), "--device", "cpu", "--problems", "gelu"))
-    ctx = dataclasses.replace(batch_context(batch, load_assignment(batch.spec)), device=device)
+    ctx = batch_context(batch, load_assignment(batch.spec))
+    ctx = dataclasses.replace(ctx, command=ctx.command.model_copy(update={"device": device}))
     runner = SharedGpuRunner(fake, ctx)
     out.mkdir()
     book = ClassBook(out, ["gelu"], {}, ["crowded", "x", "y"])

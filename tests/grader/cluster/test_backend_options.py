@@ -12,7 +12,7 @@ from grader import cli
 from grader.batch.errors import BatchError
 from grader.cluster import node, ray_backend, slurm_backend
 from grader.commands import cluster_options
-from grader.orchestrator.options import submission_hash
+from grader.records.files import submission_hash
 from grader.records.model import AssignmentRef, Result, RunEnvironment, SubmissionRef
 from grader.spec.load import load_assignment
 
@@ -94,16 +94,19 @@ def test_the_gradebook_names_node_and_gpu() -> None:
 
 def test_a_node_with_another_spec_refuses_to_grade(tmp_path: Path) -> None:
     from grader.batch.context import Context
-    from grader.orchestrator.options import GradeOptions
+    from grader.launch import GradeCommand
     from grader.spec.load import load_assignment
     from grader.spec.model import DEFAULT_SPEC
 
     assignment = load_assignment()
-    options = GradeOptions(device="cpu", problems=["gelu"])
-    ctx = Context(assignment, assignment.problems[:1], options, DEFAULT_SPEC, False, "cpu", 60.0, [])
+    command = GradeCommand(spec=DEFAULT_SPEC, device="cpu", problems=("gelu",), secret="s3")
+    ctx = Context(assignment, assignment.problems[:1], command, 60.0)
     recipe = node.recipe_for(ctx)
     assert recipe.spec == "assignment/assignment.toml"  # relative: each node finds its own checkout's
-    assert node.node_context(recipe, []).assignment == assignment
+    rebuilt = node.node_context(recipe, [tmp_path])
+    assert rebuilt.assignment == assignment
+    # the driver's command, but for the node's own spec path, hidden paths and kernel cache
+    assert rebuilt.command == command.model_copy(update={"spec": rebuilt.spec, "hide": (tmp_path,)})
     with pytest.raises(node.NodeError, match="another spec"):
         node.node_context(dataclasses.replace(recipe, spec_digest="0" * 64), [])
     with pytest.raises(node.NodeError, match="no spec"):

@@ -11,7 +11,7 @@ from grader import cli
 from grader.batch.discovery import discover
 from grader.batch.tasks import prepare
 from grader.course import archives
-from grader.orchestrator.options import submission_hash
+from grader.records.files import submission_hash
 from grader.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[3]
