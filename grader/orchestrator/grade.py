@@ -201,7 +201,6 @@ def _grade(
         submission=SubmissionRef(
             path=str(submission),
             sha256=sha,
-            student=options.student,
             files=[str(p.relative_to(submission)) for p in submission_files(submission)][:200],
         ),
         environment=environment(device, isolation),

@@ -30,7 +30,6 @@ class GradeOptions:
     problems: list[str] | None = None
     hide: list[Path] = field(default_factory=list)
     time_performance: bool = True
-    student: str | None = None
     reference_dir: Path = ROOT / "reference"
     progress: Callable[[str], None] | None = None
     #: each problem as it starts and ends (`grader grade` prints them as plain lines)
