@@ -4,7 +4,7 @@
 #
 #   BLOCK=1..6, t, r or a comma list of them   the GPU block of issue 42 (below); CALL_S, TESTS,
 #                                              ONLY, REFERENCE_ALONE, SERVE_PROBLEMS, CLASS_ARGS, WORK
-#   BLOCK=budget   issue 49's memory budgets; STEPS="1 2 3" (default), CALL_S (default 540)
+#   BLOCK=budget   issue 49's memory budgets; STEPS="1 2 3" (default; or 2,3), CALL_S (default 540)
 #   BLOCK=cluster  issue 22's GPU half; STEPS=refcache,ray (default) or stash, REFCACHE, LOCAL_DIR,
 #                  BATCH_TIMEOUT
 #   BLOCK=service  `grader serve` driven as a class would; STUDENTS (10), PROBLEMS (gelu), PORT, DEVICE
@@ -16,8 +16,9 @@
 # cluster_gpu.sh, service_gpu.sh and gpu_check.sh (the dated logs in docs/gpu-runs/ name them so);
 # `X.sh` with STEPS=... is now `BLOCK=budget|cluster|service|check STEPS=... gpu_block.sh`.
 #
-# BLOCK=1..6, t, r: the GPU block (issue 42): everything the grading path must show on the GPU, in priority order, in
-# calls of at most 9 minutes that fit a session's 30 minutes of device time with one machine start.
+# BLOCK=1..6, t, r: the GPU block (issue 42): everything the grading path must show on the GPU, in
+# priority order, in calls of at most 9 minutes that fit a session's 30 minutes of device time with
+# one machine start.
 # Each call stands alone: it installs the carried wheels, and where it needs the staff reference
 # compiled it takes the archive from .out/refcache.tar.gz (carried) or builds it first. Every row
 # prints one `ROW name: ok|NOT OK ...` line the moment it lands, so a call cut short still says
@@ -60,7 +61,7 @@ BLOCK=${BLOCK:-${1:-1}}
 #   2. the same four at once, twice (four `grader grade` processes on one GPU): the same verdicts,
 #      ratios within 2% of (1), every result written
 #   3. the memory-budget GPU tests (tests/grader/harness/test_memory_budget.py)
-#   device run: BLOCK=budget bash benchmarks/gpu_block.sh   (STEPS="1 2 3" by default)
+#   device run: BLOCK=budget bash benchmarks/gpu_block.sh   (STEPS="1 2 3" by default; STEPS=2,3 as well)
 part_budget() {
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 RESULTS=${OUT:-/tmp/budget-gpu}
@@ -83,7 +84,8 @@ grade_one() {  # grade_one LABEL PATH OUTDIR
   ( /usr/bin/time -f "$label wall %e s" timeout "$(left)" $G "$path" --out "$out" >"$out.log" 2>&1; echo "exit $?" >>"$out.log" )
 }
 
-for s in ${STEPS:-1 2 3}; do
+STEPS=${STEPS:-1 2 3}
+for s in ${STEPS//,/ }; do  # "2 3" or 2,3
   case $s in
   1)
     step "FlashAttention alone, one at a time"
