@@ -300,7 +300,8 @@ PY
 #   BLOCK=check STEPS=handout,grade,noise,tests benchmarks/gpu_block.sh
 #   BLOCK=check STEPS=agreement,batch,kernels,handoutbench benchmarks/gpu_block.sh
 #   BLOCK=check STEPS=refcache,correct,corpora benchmarks/gpu_block.sh   (a class on one GPU: issue 27)
-#   BLOCK=check STEPS=aside benchmarks/gpu_block.sh; GRADER_COMPILE_ASIDE=1 BLOCK=check STEPS=corpora ...   (compiles made aside)
+#   BLOCK=check STEPS=aside benchmarks/gpu_block.sh   (compiles made aside; then the class:
+#   GRADER_COMPILE_ASIDE=1 BLOCK=check STEPS=corpora ...)
 # Steps: refcache fill handout handoutbench grade correct noise unverified corpora class profile agreement
 # batch kernels attention tests (default: all but class and profile); windowtrial classstart classwait
 # (a class longer than one call, below) only when named.
