@@ -1,7 +1,7 @@
 """Which configuration Triton's autotuner picked, per kernel and key, in one or two Triton caches.
 
-Made for a question the H200 left open (docs/performance.md, session 11): the reference graded
-against itself read 0.94 on the square matmul on one machine and 1.00 on another. The
+Made for a question the H200 left open (docs/gpu-runs/2026-12-02-session-11-class.md): the
+reference graded against itself read 0.94 on the square matmul on one machine and 1.00 on another. The
 orchestrator's reference was tuned where the reference-cache archive was built; the worker's
 copy was tuned on the machine that graded. If the two picks differ, and the runner-up is within a
 few percent, the ratio's bias is the autotuner's, not the timing method's.

@@ -1,4 +1,4 @@
-"""One `ROW` line for a FlashAttention grading (benchmarks/budget_gpu.sh): its verdict, each shape's
+"""One `ROW` line for a FlashAttention grading (`BLOCK=budget benchmarks/gpu_block.sh`): its verdict, each shape's
 ratio and peak against budget, and, given an earlier grading of the same submission, whether the
 verdicts agree and the ratios are within 2% of it."""
 

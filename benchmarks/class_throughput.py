@@ -26,8 +26,8 @@ grading alone would not.
 the slots, as one batch of the whole class would be: one batch per secret, one after the other,
 ends each with its longest gradings running nearly alone (on the H200, session 19, the bundled
 `broken` and `cs336-block-pointers` set each secret's wall at about 330 s while the other 23
-had finished by 200 s). On a warm machine `benchmarks/gpu_check.sh`'s `classstart` and
-`classwait` steps run the whole benchmark in the background across several calls.
+had finished by 200 s). On a warm machine `BLOCK=check benchmarks/gpu_block.sh`'s `classstart`
+and `classwait` steps run the whole benchmark in the background across several calls.
 
 Where even that does not fit a session's GPU time (48 gradings one at a time took about 24
 minutes on the H200), `--serial-secrets 1` grades the serial setting under the first secret only

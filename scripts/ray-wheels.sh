@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Ray's wheels for the lent GPU machine, which has no network and takes at most 64 MiB per call:
 # Ray's wheel alone is about 79 MB, so it goes in two halves, one per call to the same warm
-# machine (benchmarks/cluster_gpu.sh keeps the first half in /tmp and joins the two there):
+# machine (BLOCK=cluster benchmarks/gpu_block.sh keeps the first half in /tmp and joins the two there):
 #   scripts/ray-wheels.sh                         # writes .ray-wheels/1 and .ray-wheels/2
-#   call 1: carry [".ray-wheels/1"], STEPS=stash benchmarks/cluster_gpu.sh
-#   call 2: carry [".ray-wheels/2", ".whl", ".out"], STEPS=ray benchmarks/cluster_gpu.sh
+#   call 1: carry [".ray-wheels/1"], BLOCK=cluster STEPS=stash benchmarks/gpu_block.sh
+#   call 2: carry [".ray-wheels/2", ".whl", ".out"], BLOCK=cluster STEPS=ray benchmarks/gpu_block.sh
 # The versions are this checkout's (Ray as the tests use it), for the machine's Python 3.12.
 set -euo pipefail
 cd "$(dirname "$0")/.."

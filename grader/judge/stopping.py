@@ -22,8 +22,8 @@ a ratio above `full_at` earns nothing more but still ranks on the leaderboard an
 grader's noise. Three alternations kept most shapes within 2%, but not the power-capped mlp-up
 matmul of the reference against itself on the H200: stopped at three as "precise" (its share
 of the geomean's points was small), its ratio swung 0.91-1.10 between gradings and took the
-problem's geomean to 0.97-1.04 (docs/performance.md, session 11). Pure functions of numbers:
-tests/grader/judge/test_stopping.py holds them with synthetic timings.
+problem's geomean to 0.97-1.04 (docs/gpu-runs/2026-12-02-session-11-class.md). Pure functions
+of numbers: tests/grader/judge/test_stopping.py holds them with synthetic timings.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Correctness runs small shapes; the first call at a benchmark shape compiles agai
 kernel is specialised on the shape (and a `torch.compile`d function traces again), and autotunes
 at the new key. Made inside the exclusive window, that compiling held every other grading off
 the GPU: on the H200 the bundled correct example's FlashAttention took 14.0 s alone on the GPU
-with its kernels cold against 7.6 s warm (docs/performance.md, session 16). Here each shape's
-calls run once under the shared hold, stepping aside for timers like any correctness call; what
+with its kernels cold against 7.6 s warm (docs/gpu-runs/2026-12-03-session-16-class.md). Here
+each shape's calls run once under the shared hold, stepping aside for timers like any correctness call; what
 they autotune is forgotten in the worker (grader/harness/autotune_reset.py), so the first timed
 call tunes again alone on the GPU, on configurations compiled by then.
 """
