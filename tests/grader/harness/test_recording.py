@@ -93,3 +93,43 @@ def test_code_compiled_under_a_pytorch_files_name_is_not_pytorchs() -> None:
     source = 'import torch\ntorch.library.Library("aten", "IMPL")\n'
     with pytest.raises(RuntimeError, match="may not register kernels for PyTorch's own operators"):
         exec(compile(source, path, "exec"), {})  # noqa: S102 - the forged module body under test
+
+
+LAZY_DYNAMO = """
+import sys
+from typing import Any
+import torch
+from grader.harness import calls, recording, student_runtime
+
+assert "torch._dynamo" not in sys.modules, "the harness imported dynamo"
+student_runtime.prepare()
+assert "torch._dynamo" not in sys.modules, "prepare() imported dynamo"
+record: dict[str, Any] = {}
+x = torch.randn(8)
+with calls.profiled(record, "cpu"):  # dynamo first imported inside a watched call
+    fn = torch.compile(lambda t: torch.nn.functional.gelu(t, approximate="tanh"))
+    fn(x)
+assert "aten::gelu" in record["aten_ops"] and record["compiled_regions"] == [], record
+import torch._dynamo.eval_frame as eval_frame
+assert eval_frame._stance.stance == "default", eval_frame._stance
+assert torch._dynamo.config.recompile_limit >= student_runtime.RECOMPILE_LIMIT
+with calls.profiled(record, "cpu"):  # loaded now: bound since
+    fn(x)
+assert "aten::gelu" in record["aten_ops"] and record["compiled_regions"] == [], record
+print("LAZY-OK")
+"""
+
+
+def test_dynamo_is_watched_from_its_first_import_not_imported_at_start() -> None:
+    """Importing dynamo is a third of a worker's start: the harness binds its stance switch when
+    the submission first imports it (here inside a watched call), and raises its recompile limits then."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": str(root), "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", LAZY_DYNAMO], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "LAZY-OK" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
