@@ -71,6 +71,4 @@ class Context:
             out += ["--parallel", str(self.options.parallel)]
         if self.options.kernel_cache is None:
             out.append("--no-kernel-cache")
-        if self.options.compile_aside:
-            out.append("--compile-aside")
         return out

@@ -67,7 +67,6 @@ class Recipe:
     no_kernel_cache: bool
     docker: DockerPlan | None = None
     profile: bool = False
-    compile_aside: bool = False
 
 
 def spec_digest(assignment: Assignment) -> str:
@@ -97,7 +96,6 @@ def recipe_for(ctx: Context, docker: DockerPlan | None = None) -> Recipe:
         parallel=ctx.options.parallel,
         no_kernel_cache=ctx.options.kernel_cache is None,
         docker=docker,
-        compile_aside=ctx.options.compile_aside,
     )
 
 
@@ -127,7 +125,6 @@ def node_context(recipe: Recipe, hide: list[Path]) -> Context:
         profile=recipe.profile,
         parallel=recipe.parallel,
         kernel_cache=None if recipe.no_kernel_cache else kernel_cache.default_root(),
-        compile_aside=recipe.compile_aside,
     )
     return Context(
         assignment,

@@ -53,12 +53,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-kernel-cache", action="store_true", help="compile every kernel afresh, keep nothing")
     p.add_argument(
-        "--compile-aside",
-        action="store_true",
-        help="on a GPU, as root: compile a submission's kernels while its grading lets go of the GPU, in a "
-        "process without one, so that other gradings time meanwhile (default: $GRADER_COMPILE_ASIDE=1)",
-    )
-    p.add_argument(
         "--reference-cache",
         default=None,
         metavar="FILE",
@@ -72,10 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="problems whose correctness cases run at once, each in its own worker (default: all on a GPU, 1 on "
         "the CPU); timing is always one at a time",
     )
-
-
-#: set to 1: `--compile-aside` for every grading (batch children and cluster nodes read it too)
-COMPILE_ASIDE_ENV = "GRADER_COMPILE_ASIDE"
 
 
 def positive_int(text: str) -> int:
@@ -112,7 +102,6 @@ def grade_options(args: argparse.Namespace, hide: list[Path]) -> GradeOptions:
         profile=args.profile,
         parallel=args.parallel,
         kernel_cache=None if args.no_kernel_cache else Path(args.kernel_cache or kernel_cache.default_root()),
-        compile_aside=args.compile_aside or os.environ.get(COMPILE_ASIDE_ENV) == "1",
     )
 
 
