@@ -17,9 +17,8 @@
 #      phases); REFERENCE_ALONE=1 also grades the reference as a submission here, by itself
 #   2  both corpora as one class, every row against its expected verdict (--jobs auto), and the
 #      reference graded as a student in the same class: 120/120 with every shape timed
-#   3  compiles made aside: one grading cold with --compile-aside (verdicts as the default's);
-#      the framework's `-m gpu` tests (the corpus tests aside: call 2 grades them)
-#   4  both corpora with --compile-aside (every verdict as in call 2; the wall against it)
+#   3  the framework's `-m gpu` tests (the corpus tests aside: call 2 grades them)
+#   4  (none: it measured compiles made aside, removed as slower, docs/performance.md)
 #   5  `grader serve` on the GPU: test and benchmark mode, ten benchmark submissions queued at once,
 #      each ratio against the one graded alone
 #   6  the class at --jobs auto against one at a time (benchmarks/class_throughput.py)
@@ -28,7 +27,7 @@
 #
 # A whole block in one session's 30 minutes (one start, the machine kept warm between calls;
 # after call 1 copy its refcache.tar.gz to .out/ and carry it): BLOCK=1,3,5 CALL_S=560 (about
-# 470 s on the H100), BLOCK=2 (about 480 s), BLOCK=4 (about 540 s); BLOCK=6 needs a session of its own.
+# 470 s on the H100), BLOCK=2 (about 480 s); BLOCK=6 needs a session of its own.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BLOCK=${BLOCK:-${1:-1}}
@@ -115,21 +114,12 @@ case "$1" in
   ;;
 3)
   archive
-  grade examples/submissions/correct aside-cold --compile-aside --no-kernel-cache
-  echo "compiled aside: $(grep -c 'compiled aside' "$OUT/trace-aside-cold.log") kernel(s)"
-  grep -E "compile server|taken again" "$OUT/trace-aside-cold.log" | head -n 8
-  grade examples/submissions/correct default-cold --no-kernel-cache
-  row same aside-vs-default "$OUT/aside-cold/result.json" "$OUT/default-cold/result.json"
   step "the framework's GPU tests (pytest -m gpu; the corpus tests are call 2's)"
   timeout "$(left)" python3 -m pytest tests -q -p no:cacheprovider -m gpu -rs \
       --ignore=tests/adversarial/test_corpus.py --ignore=tests/honest/test_corpus.py 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 30
   summary=$(grep -E "^[0-9]+ (passed|failed)|^=+ .*(passed|failed|error)" "$OUT/gpu-tests.log" | tail -n 1)
   if grep -qE "[0-9]+ (failed|error)" <<<"$summary" || [ -z "$summary" ]; then echo "ROW gpu-tests: NOT OK ${summary:-cut short}"
   else echo "ROW gpu-tests: ok $summary"; fi
-  ;;
-4)
-  archive
-  GRADER_COMPILE_ASIDE=1 corpora corpora-aside
   ;;
 5)
   archive
@@ -170,7 +160,7 @@ r)
   corpora rerun
   ;;
 *)
-  echo "gpu_block: BLOCK is 1-6, t, r or a comma list of them, not '$1'" >&2
+  echo "gpu_block: BLOCK is 1-3, 5, 6, t, r or a comma list of them, not '$1'" >&2
   exit 2
   ;;
 esac

@@ -5,7 +5,6 @@
 #   STEPS=handout,grade,noise,tests benchmarks/gpu_check.sh
 #   STEPS=agreement,batch,kernels,handoutbench benchmarks/gpu_check.sh
 #   STEPS=refcache,correct,corpora benchmarks/gpu_check.sh   (a class on one GPU: issue 27)
-#   STEPS=aside benchmarks/gpu_check.sh; GRADER_COMPILE_ASIDE=1 STEPS=corpora ...   (compiles made aside)
 # Steps: refcache fill handout handoutbench grade correct noise unverified corpora class profile agreement
 # batch kernels attention tests (default: all but class and profile); windowtrial classstart classwait
 # (a class longer than one call, below) only when named.
@@ -42,23 +41,6 @@ if has correct; then
         --out "$OUT/correct-$run" --problems "$PROBLEMS" 2>"$OUT/trace-correct-$run.log" | tail -n 9
     tail -n 1 "$OUT/trace-correct-$run.log"
   done
-fi
-if has aside; then
-  # compiles made aside (--compile-aside): the correct example with its kernels cold, so that every
-  # kernel is asked for; each "compiled aside" line of the trace is one compile made with the GPU let
-  # go of, and the verdicts must be those of step `correct` (the same example, compiled in its workers)
-  step "grader grade examples/submissions/correct --compile-aside --no-kernel-cache"
-  GRADER_TRACE=1 /usr/bin/time -f "wall %e s" python3 -m grader.cli grade examples/submissions/correct --compile-aside \
-      --no-kernel-cache --out "$OUT/aside" --problems "$PROBLEMS" 2>"$OUT/trace-aside.log" | tail -n 9
-  echo "compiled aside: $(grep -c 'compiled aside' "$OUT/trace-aside.log") kernel(s); refusals and server starts:"
-  grep -E "compile server|taken again" "$OUT/trace-aside.log" | head -n 12
-  python3 - "$OUT/aside/result.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-for p in r["problems"]:
-    ph = p.get("phases") or {}
-    print(p["name"], p["status"], "compile aside", ph.get("compile_aside_s"), "s; correctness", ph.get("correctness_s"), "s")
-PY
 fi
 if has fill; then
   # the refill of verified timing: PyTorch's normal_ against a counter-hash candidate (docs/performance.md)
