@@ -35,9 +35,8 @@
 #      phases); REFERENCE_ALONE=1 also grades the reference as a submission here, by itself
 #   2  both corpora as one class, every row against its expected verdict (--jobs auto), and the
 #      reference graded as a student in the same class: 120/120 with every shape timed
-#   3  compiles made aside: one grading cold with --compile-aside (verdicts as the default's);
-#      the framework's `-m gpu` tests (the corpus tests aside: call 2 grades them)
-#   4  both corpora with --compile-aside (every verdict as in call 2; the wall against it)
+#   3  the framework's `-m gpu` tests (the corpus tests aside: call 2 grades them)
+#   4  (none: it measured compiles made aside, removed as slower, docs/performance.md)
 #   5  `grader serve` on the GPU: test and benchmark mode, ten benchmark submissions queued at once,
 #      each ratio against the one graded alone
 #   6  the class at --jobs auto against one at a time (benchmarks/class_throughput.py)
@@ -46,7 +45,7 @@
 #
 # A whole block in one session's 30 minutes (one start, the machine kept warm between calls;
 # after call 1 copy its refcache.tar.gz to .out/ and carry it): BLOCK=1,3,5 CALL_S=560 (about
-# 470 s on the H100), BLOCK=2 (about 480 s), BLOCK=4 (about 540 s); BLOCK=6 needs a session of its own.
+# 470 s on the H100), BLOCK=2 (about 480 s); BLOCK=6 needs a session of its own.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BLOCK=${BLOCK:-${1:-1}}
@@ -300,8 +299,6 @@ PY
 #   BLOCK=check STEPS=handout,grade,noise,tests benchmarks/gpu_block.sh
 #   BLOCK=check STEPS=agreement,batch,kernels,handoutbench benchmarks/gpu_block.sh
 #   BLOCK=check STEPS=refcache,correct,corpora benchmarks/gpu_block.sh   (a class on one GPU: issue 27)
-#   BLOCK=check STEPS=aside benchmarks/gpu_block.sh   (compiles made aside; then the class:
-#   GRADER_COMPILE_ASIDE=1 BLOCK=check STEPS=corpora ...)
 # Steps: refcache fill handout handoutbench grade correct noise unverified corpora class profile agreement
 # batch kernels attention tests (default: all but class and profile); windowtrial classstart classwait
 # (a class longer than one call, below) only when named.
@@ -337,23 +334,6 @@ if has correct; then
         --out "$OUT/correct-$run" --problems "$PROBLEMS" 2>"$OUT/trace-correct-$run.log" | tail -n 9
     tail -n 1 "$OUT/trace-correct-$run.log"
   done
-fi
-if has aside; then
-  # compiles made aside (--compile-aside): the correct example with its kernels cold, so that every
-  # kernel is asked for; each "compiled aside" line of the trace is one compile made with the GPU let
-  # go of, and the verdicts must be those of step `correct` (the same example, compiled in its workers)
-  step "grader grade examples/submissions/correct --compile-aside --no-kernel-cache"
-  GRADER_TRACE=1 /usr/bin/time -f "wall %e s" python3 -m grader.cli grade examples/submissions/correct --compile-aside \
-      --no-kernel-cache --out "$OUT/aside" --problems "$PROBLEMS" 2>"$OUT/trace-aside.log" | tail -n 9
-  echo "compiled aside: $(grep -c 'compiled aside' "$OUT/trace-aside.log") kernel(s); refusals and server starts:"
-  grep -E "compile server|taken again" "$OUT/trace-aside.log" | head -n 12
-  python3 - "$OUT/aside/result.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-for p in r["problems"]:
-    ph = p.get("phases") or {}
-    print(p["name"], p["status"], "compile aside", ph.get("compile_aside_s"), "s; correctness", ph.get("correctness_s"), "s")
-PY
 fi
 if has fill; then
   # the refill of verified timing: PyTorch's normal_ against a counter-hash candidate (docs/performance.md)
@@ -605,21 +585,12 @@ case "$1" in
   ;;
 3)
   archive
-  grade examples/submissions/correct aside-cold --compile-aside --no-kernel-cache
-  echo "compiled aside: $(grep -c 'compiled aside' "$OUT/trace-aside-cold.log") kernel(s)"
-  grep -E "compile server|taken again" "$OUT/trace-aside-cold.log" | head -n 8
-  grade examples/submissions/correct default-cold --no-kernel-cache
-  row same aside-vs-default "$OUT/aside-cold/result.json" "$OUT/default-cold/result.json"
   step "the framework's GPU tests (pytest -m gpu; the corpus tests are call 2's)"
   timeout "$(left)" python3 -m pytest tests -q -p no:cacheprovider -m gpu -rs \
       --ignore=tests/adversarial/test_corpus.py --ignore=tests/honest/test_corpus.py 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 30
   summary=$(grep -E "^[0-9]+ (passed|failed)|^=+ .*(passed|failed|error)" "$OUT/gpu-tests.log" | tail -n 1)
   if grep -qE "[0-9]+ (failed|error)" <<<"$summary" || [ -z "$summary" ]; then echo "ROW gpu-tests: NOT OK ${summary:-cut short}"
   else echo "ROW gpu-tests: ok $summary"; fi
-  ;;
-4)
-  archive
-  GRADER_COMPILE_ASIDE=1 corpora corpora-aside
   ;;
 5)
   archive
@@ -660,7 +631,7 @@ r)
   corpora rerun
   ;;
 *)
-  echo "gpu_block: BLOCK is 1-6, t, r or a comma list of them, or one of budget, cluster, service, check alone; not '$1'" >&2
+  echo "gpu_block: BLOCK is 1-3, 5, 6, t, r or a comma list of them, or one of budget, cluster, service, check alone; not '$1'" >&2
   exit 2
   ;;
 esac

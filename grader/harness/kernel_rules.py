@@ -27,13 +27,12 @@ kernel's hash (`JITCallable.cache_key`, which Triton's compile takes first) walk
 body reads, a branch that never runs included, and refuses any other function ("Unsupported
 function referenced"). Triton leaves the hash it was computing at a placeholder when that walk
 raises, so the next compile of another specialization passed: on a GPU a submission lost only its
-first case (a partial 9.09 where it should fail), and a compile made aside (whose ask computes the
-hash first and, when that raises, falls back on Triton's compile) would lose none. Here the walk
-is redone every time, so every compile refuses the kernel, on every device (the CPU's compile
-check takes the same hash: `grader.harness.gpu_compile`).
+first case (a partial 9.09 where it should fail). Here the walk is redone every time, so every
+compile refuses the kernel, on every device (the CPU's compile check takes the same hash:
+`grader.harness.gpu_compile`).
 
 `install()` is called by `grader.harness.student_runtime.prepare`, before the submission is
-imported, in the worker, the compile server and `pytest handout`.
+imported, in the worker and in `pytest handout`.
 """
 
 from __future__ import annotations

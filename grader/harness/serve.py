@@ -43,7 +43,6 @@ from grader import kernel_cache, protocol, timing
 from grader.harness import (
     autotune_reset,
     calls,
-    compile_aside,
     imports,
     kernel_profile,
     l2_persisting,
@@ -329,8 +328,6 @@ def serve(args: argparse.Namespace) -> int:
             pass
         steps.done("kept kernels restored")
     student_runtime.prepare()  # the same process settings as pytest handout's
-    if args.compile_aside:  # a kernel missing from the cache is compiled while the GPU is let go of
-        compile_aside.install(compile_aside.pipe_channel(req_fd, rep_fd), Path(args.submission))
     imports.install(Path(args.submission), versions.graded().allowed_imports)  # refuses what the handout refuses
     arm()  # before the submission is imported
     _forget_grader()
@@ -353,8 +350,8 @@ def serve(args: argparse.Namespace) -> int:
             return 0
         request = protocol.parse_request(header)
         reply: protocol.Message
-        if isinstance(request, (protocol.ExitRequest, protocol.CompileRequest, protocol.CompileAnswer)):
-            return 0  # exit; the other two are never due here: a confused orchestrator, the worker ends
+        if isinstance(request, protocol.ExitRequest):
+            return 0
         if isinstance(request, protocol.CallRequest):
             reply, out = handle_call(args.problem, fn, request, blob, args.device, Path(args.submission))
             memory_budget.release_cached()  # before the reply: the grader stops the worker once it has it
@@ -392,7 +389,6 @@ def main(argv: list[str] | None = None) -> NoReturn:
     parser.add_argument("--req-fd", type=int, required=True)
     parser.add_argument("--rep-fd", type=int, required=True)
     parser.add_argument("--gpu-memory-fraction", type=float, default=None)
-    parser.add_argument("--compile-aside", action="store_true")
     _leave(serve(parser.parse_args(argv)))
 
 

@@ -1,5 +1,5 @@
 """The worker's start, step by step (sent with its greeting: GRADER_TRACE shows where it went),
-and the handshake that begins it, shared by the worker and the compile server."""
+and the handshake that begins it."""
 
 from __future__ import annotations
 

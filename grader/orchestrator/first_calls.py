@@ -18,7 +18,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance
-from grader.orchestrator import budgets, compile_aside, trace
+from grader.orchestrator import budgets, trace
 from grader.problems.base import generator
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -45,7 +45,7 @@ def make(run: ProblemRun) -> str | None:
                 assert run.worker is not None  # ready when make() is called, and only a failure stops it
                 try:
                     with run.clock.charging(f"first calls at {case.name}"):
-                        reply, _ = run.worker.call(request, b"", run.deadline, 0, waiting, compile_aside.asked_by(run))
+                        reply, _ = run.worker.call(request, b"", run.deadline, 0, waiting)
                 finally:
                     run.pause()  # a worker runs only while its grading holds the GPU
             if isinstance(reply, protocol.Unavailable) or (

@@ -133,15 +133,7 @@ class SharedHold:
 
         The caller stops its worker first: nothing of this call may run in the timer's window.
         """
-        self.let_go()
-        return self.take_again()
-
-    def let_go(self) -> None:
-        """Drop the shared hold (the caller has stopped its worker); `take_again` ends the gap."""
         fcntl.flock(self.main, fcntl.LOCK_UN)
-
-    def take_again(self) -> float:
-        """The hold again, behind any timer that came meanwhile; the seconds it took to get it."""
         asked = time.monotonic()
         self.take()
         return time.monotonic() - asked

@@ -41,9 +41,6 @@ class GradeOptions:
     kernel_cache: Path | None = None
     #: profile one warm call of each benchmark shape (`grader.harness.kernel_profile`; GPU only)
     profile: bool = False
-    #: compile a kernel while the GPU is let go of, in a process without one (on a GPU, as root:
-    #: grader/orchestrator/compile_aside.py); off: Triton compiles in the worker, under the hold
-    compile_aside: bool = False
 
 
 def options_for(command: GradeCommand) -> GradeOptions:

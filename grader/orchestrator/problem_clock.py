@@ -4,11 +4,11 @@ A problem's time limit is the student's, so its clock runs only while the proble
 runs the problem's own calls (the submission imported, each correctness call, the first calls at
 the benchmark shapes, each timed request). Nothing else is charged: the worker's start-up imports
 (Python, PyTorch, Triton: the machine's time), the grader's own work between calls (inputs,
-float64 expected outputs, checks), another problem's calls before this one's, and the waits for
-the GPU's lease or for a compile made aside during a call (`excuse`), and the worker's waits for a
-CPU that other processes held (`starved`, from Linux's scheduler statistics: CI's two cores shared
-by two test processes once stretched an honest interpreted softmax past its limit). A time-out then
-means the submission's own calls took the limit, and `account` says which of them took it.
+float64 expected outputs, checks), another problem's calls before this one's, the waits for the
+GPU's lease during a call (`excuse`), and the worker's waits for a CPU that other processes held
+(`starved`, from Linux's scheduler statistics: CI's two cores shared by two test processes once
+stretched an honest interpreted softmax past its limit). A time-out then means the submission's
+own calls took the limit, and `account` says which of them took it.
 
 Before this clock, the limit was a wall-clock deadline fixed when the problem began, pushed back
 by the waits the grader knew of; a worker spawned at the grading's start then had its imports'
@@ -78,8 +78,8 @@ class ProblemClock:
             self._since = None
 
     def excuse(self, seconds: float) -> None:
-        """`seconds` of the request being charged were not the problem's (a wait for the GPU's lease,
-        a compile server's start): they push its deadline back and are not charged."""
+        """`seconds` of the request being charged were not the problem's (a wait for the GPU's lease):
+        they push its deadline back and are not charged."""
         if self._since is not None and seconds > 0:
             self._excused += seconds
 

@@ -14,7 +14,7 @@ import torch
 from grader import kernel_cache, protocol
 from grader.judge import performance, round_checks
 from grader.judge.checks import case_label, check_call, profiled_kernel_check
-from grader.orchestrator import compile_aside, first_calls, gpu_lease, problem_result, profiles, timed_shapes, trace
+from grader.orchestrator import first_calls, gpu_lease, problem_result, profiles, timed_shapes, trace
 from grader.orchestrator.options import GradeOptions
 from grader.orchestrator.problem_clock import ProblemClock
 from grader.problems import REGISTRY
@@ -68,9 +68,6 @@ class ProblemRun:
         self.cases: list[Case] = problem.suite_cases("gpu" if device == "cuda" else "cpu")  # this device's suite
         #: the GPU's lease: correctness calls shared with other gradings, timed windows alone
         self.lease = gpu_lease.for_device(device)
-        self.hold: gpu_lease.SharedHold | None = None  # while a call holds the GPU shared
-        #: compiles made while the GPU is let go of (grader/orchestrator/compile_aside.py)
-        self.aside = compile_aside.server(options.compile_aside and self.lease is not None, config, submission, problem)
         self.phases = Phases()
         self.waited = 0.0  # waiting for other problems' timing: not part of the problem's duration
         self.measured_at = 0.0
@@ -97,12 +94,8 @@ class ProblemRun:
         asked = time.monotonic()
         with self.lease.shared() as hold:
             self._waited(time.monotonic() - asked)
-            self.hold = hold
             step_aside = hold.waiting(self.pause, self._resume, self._waited)
-            try:
-                yield lambda: step_aside() + self.clock.starved()
-            finally:
-                self.hold = None
+            yield lambda: step_aside() + self.clock.starved()
 
     @property
     def deadline(self) -> float:
@@ -121,11 +114,9 @@ class ProblemRun:
         if self.worker is None:
             self.spawned_at, p = time.monotonic(), self.problem
             args = (self.config, self.submission, p.name, p.module, p.function, self.kernel_slot)
-            self.worker = WorkerProcess(*args, extra_args=("--compile-aside",) if self.aside else ())
+            self.worker = WorkerProcess(*args)
             self.clock.pid = self.worker.proc.pid if self.worker.proc is not None else None
             self.isolation = self.worker.isolation
-            if self.aside is not None and not self.worker.seeded:  # cold kernels: it will ask
-                self.aside.start_soon()
 
     def _begin_worker(self) -> None:
         """Wait for the worker's imports (spawning it if need be), holding nothing: no CUDA context,
@@ -156,7 +147,7 @@ class ProblemRun:
         try:
             with self.clock.charging("worker start (the submission imported)"):
                 waits = waiting or self.clock.starved
-                greeting = self.worker.wait_ready(self.deadline, waits, compile_aside.asked_by(self))
+                greeting = self.worker.wait_ready(self.deadline, waits)
         finally:  # a step aside for a timer meanwhile is the GPU's wait, not the worker's start
             self.phases.worker_start_s += time.monotonic() - started - (self.phases.gpu_wait_s - waited)
         if isinstance(greeting, protocol.Ready):
@@ -172,8 +163,6 @@ class ProblemRun:
     def close(self) -> None:
         """Stop this problem's worker, whatever state the grading is in (grade()'s `finally`)."""
         self.stop_worker()
-        if self.aside is not None:
-            self.aside.close()
         if self.held_kernels is not None:  # never copied: let go of it (release is once only)
             self.held_kernels.release()
 
@@ -237,9 +226,9 @@ class ProblemRun:
         assert self.worker is not None
         request = protocol.CallRequest(case=case.model_dump(), profile=True)
         with trace.span(*label, "worker round trip"):
-            inputs_blob, asked = protocol.pack_tensors(inputs), compile_aside.asked_by(self)
+            inputs_blob = protocol.pack_tensors(inputs)
             with self.clock.charging(f"case {case.name}"):
-                reply, blob = self.worker.call(request, inputs_blob, self.deadline, max_blob, waiting, asked)
+                reply, blob = self.worker.call(request, inputs_blob, self.deadline, max_blob, waiting)
         if isinstance(reply, protocol.Failed):
             self.note_failure(reply)
             return False, f"{reply.message}\n{reply.traceback}".strip()
@@ -384,8 +373,6 @@ class ProblemRun:
         if self.will_time(tests) and self.worker is not None and self.worker.ready:
             started = time.monotonic()
             self.unwarmed = first_calls.make(self)
-            if self.aside is not None:  # nothing compiles aside once timing begins: its memory back
-                self.aside.close()
             self.checked_at = time.monotonic()  # the problem's own time, as correctness is
             self.phases.warm_s = self.checked_at - started
 

@@ -17,7 +17,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance, round_checks, windows
-from grader.orchestrator import budgets, compile_aside, trace, untimed
+from grader.orchestrator import budgets, trace, untimed
 from grader.records.model import Performance, ShapeTiming, TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -76,9 +76,7 @@ def call(
             # the GPU is held alone: one request may not hold it for the problem's whole limit
             bound = time.monotonic() + windows.REQUEST_LIMIT_S
             bound = run.deadline if isinstance(request, protocol.ProfileRequest) else min(run.deadline, bound)
-            reply, blob = run.worker.call(
-                request, b"", bound, performance.MAX_TIMING_BLOB, run.clock.starved, compile_aside.asked_by(run)
-            )
+            reply, blob = run.worker.call(request, b"", bound, performance.MAX_TIMING_BLOB, run.clock.starved)
         payload = protocol.unpack_tensors(blob) if blob else {}
     except WorkerTimeout:
         run.stop_worker()

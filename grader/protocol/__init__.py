@@ -16,15 +16,6 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from grader.protocol import frames
 from grader.protocol.base import Message
-from grader.protocol.compiles import (  # noqa: F401
-    ASKS,
-    TARGET_ENV,
-    CompileAnswer,
-    CompileAsk,
-    Compiled,
-    CompileRefused,
-    CompileRequest,
-)
 from grader.protocol.frames import MAX_DEPTH, MAX_HEADER, Deadline, PeerGone, ProtocolError, recv  # noqa: F401 (the wire's users)
 from grader.protocol.payloads import check_archive, pack_tensors, unpack_tensors  # noqa: F401
 
@@ -294,17 +285,7 @@ class StartRequest(Message):
     replies: ClassVar[dict[str, type[Message]]] = {"ready": Ready, "import_error": ImportFailed}
 
 
-AnyRequest = (
-    CallRequest
-    | TimeRequest
-    | WarmRequest
-    | LoopRequest
-    | ProfileRequest
-    | ExitRequest
-    | StartRequest
-    | CompileRequest
-    | CompileAnswer
-)
+AnyRequest = CallRequest | TimeRequest | WarmRequest | LoopRequest | ProfileRequest | ExitRequest | StartRequest
 Request = Annotated[AnyRequest, Field(discriminator="op")]
 _REQUEST: TypeAdapter[Any] = TypeAdapter(Request)
 

@@ -132,11 +132,6 @@ def phase_line(totals: dict[str, float]) -> str:
         f"{totals['correctness_s']:.0f} s (of it worker start-up {totals['worker_start_s']:.0f} s), first calls "
         f"at the benchmark shapes {totals['warm_s']:.0f} s, timing {totals['timing_s']:.0f} s (alone on the GPU), "
         f"timed rounds checked {totals['checks_s']:.0f} s, waiting for the GPU {totals['gpu_wait_s']:.0f} s"
-        + (
-            f", kernels compiled with the GPU let go of {aside:.0f} s"
-            if (aside := totals.get("compile_aside_s"))
-            else ""
-        )
     )
 
 

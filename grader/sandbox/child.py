@@ -75,7 +75,7 @@ def child_setup(config: SandboxConfig, plan: IsolationPlan, scratch: Path) -> Ch
         (resource.RLIMIT_FSIZE, config.max_file_bytes),
         (resource.RLIMIT_CORE, 0),
     ]
-    if config.memory_bytes and (config.device == "cpu" or config.no_gpu):
+    if config.memory_bytes and config.device == "cpu":
         limits.append((resource.RLIMIT_AS, config.memory_bytes))
     if plan.uid is not None:
         limits.append((resource.RLIMIT_NPROC, config.max_processes))

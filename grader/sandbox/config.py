@@ -34,9 +34,6 @@ class SandboxConfig:
     #: a uid per worker rather than `worker_user` (see grader/sandbox/__init__.py)
     private_uid: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
-    #: the GPU's device files hidden and CUDA told of none (a compile server: grader/harness/compile_serve.py);
-    #: only a mount namespace can hide them, so a process without one is refused
-    no_gpu: bool = False
     #: the grading's scope (grader/sandbox/scope.py): every worker is listed there before it is
     #: spawned, so that none outlives the grading; None for a worker on its own (tests)
     scope: GradingScope | None = None

@@ -86,18 +86,11 @@ class IsolationPlan:
     protect_proc: bool = False
 
 
-def gpu_device_files() -> list[Path]:
-    """What a process opens to use an NVIDIA GPU: /dev/nvidia0..N, nvidiactl, nvidia-uvm, nvidia-caps."""
-    return sorted(Path("/dev").glob("nvidia*"))
-
-
 def plan_isolation(
     config: SandboxConfig, want_namespace: bool = True, uid: int | None = None, gid: int | None = None
 ) -> IsolationPlan:
     """What isolation this machine allows; `uid`/`gid` override `worker_user` (a transient uid)."""
     if os.geteuid() != 0:
-        if config.no_gpu:
-            raise OSError("a process without the GPU needs a mount namespace to hide it (the grader runs as root)")
         return IsolationPlan("none")
     if uid is None:
         try:
@@ -107,12 +100,9 @@ def plan_isolation(
                 f"the worker user {config.worker_user!r} does not exist on this machine (see --worker-user)"
             ) from None
         uid, gid = user.pw_uid, user.pw_gid
-    if config.no_gpu and not want_namespace:
-        raise OSError("a process without the GPU needs a mount namespace to hide it, and none could be made")
     plan = IsolationPlan("namespace" if want_namespace else "uid", uid=uid, gid=gid if gid is not None else uid)
     if want_namespace:
-        hidden = config.hide + (gpu_device_files() if config.no_gpu else [])
-        plan.hide = [p.resolve() for p in hidden if os.path.lexists(p)]
+        plan.hide = [p.resolve() for p in config.hide if os.path.lexists(p)]
         plan.keep = runtime_paths() + _bytecode_folder()
         covers = {p for p in PRIVATE_TMP if p.is_dir() and not p.is_symlink()}
         root = _project_root()

@@ -33,18 +33,13 @@ from grader.sandbox.uids import UidLease, lease_uid
 BOOTSTRAP = (
     "import sys\n"
     "sys.path.insert(0, sys.argv.pop(1))\n"
-    "__import__('{entry}')\n"
+    "__import__('grader.harness.serve')\n"
     "del sys.path[0]\n"
-    "sys.exit(sys.modules['{entry}'].main(sys.argv[1:]))\n"
+    "sys.exit(sys.modules['grader.harness.serve'].main(sys.argv[1:]))\n"
 )
-#: what a worker runs; a compile server runs grader.harness.compile_serve the same way
-WORKER = "grader.harness.serve"
 EXIT_GRACE_S = 1.0
 #: asked while a call waits for its reply: the seconds to add to the call's deadline
 Waiting = Callable[[], float]
-#: answers a worker's ask for a compile made aside, mid-request: the answer, its blob and the
-#: seconds to add to the call's deadline (grader/orchestrator/compile_aside.py)
-Asked = Callable[[protocol.CompileAsk], tuple[protocol.CompileAnswer, bytes, float]]
 PAUSE_WAIT_S = 1.0  # how long pause() waits for every process of a worker to show it stopped
 
 
@@ -74,10 +69,8 @@ class WorkerProcess:
         module: str,
         function: str,
         kernel_seed: Path | None = None,
-        entry: str = WORKER,
-        extra_args: tuple[str, ...] = (),
     ) -> None:
-        self.config, self.entry, self.extra_args = config, entry, extra_args
+        self.config = config
         self.kernel_seed = kernel_seed
         self.seeded = False
         self.token = secrets.token_hex(8)
@@ -126,7 +119,7 @@ class WorkerProcess:
             "-I",
             *bytecode.worker_flags(self.plan.uid, namespace=self.plan.level == "namespace"),
             "-c",
-            BOOTSTRAP.format(entry=self.entry),
+            BOOTSTRAP,
             str(GRADER_ROOT),
             "--submission",
             str(copy),
@@ -142,9 +135,8 @@ class WorkerProcess:
             str(req_r),
             "--rep-fd",
             str(rep_w),
-            *self.extra_args,
         ]
-        if self.config.device == "cuda" and self.config.gpu_memory_fraction and self.entry == WORKER:
+        if self.config.device == "cuda" and self.config.gpu_memory_fraction:
             argv += ["--gpu-memory-fraction", str(self.config.gpu_memory_fraction)]
         try:
             try:
@@ -199,31 +191,6 @@ class WorkerProcess:
         max_blob: int,
         expected: dict[str, type[protocol.Message]],
         waiting: Waiting | None = None,
-        asked: Asked | None = None,
-    ) -> tuple[protocol.Message, bytes]:
-        """The request's reply; a compile's ask on the way is answered by `asked` (without it, an ask
-        breaks the protocol: the worker was not told it may ask)."""
-        if asked is not None:
-            expected = {**expected, **protocol.ASKS}
-        while True:
-            reply, blob = self._read(deadline, max_blob, expected, waiting)
-            if not isinstance(reply, protocol.CompileAsk):
-                return reply, blob
-            assert asked is not None  # an ask is read only when one is expected
-            try:
-                answer, files, waited = asked(reply)
-            except WorkerTimeout:
-                self.kill()
-                raise
-            deadline += waited
-            self._send(answer, files, deadline)
-
-    def _read(
-        self,
-        deadline: float,
-        max_blob: int,
-        expected: dict[str, type[protocol.Message]],
-        waiting: Waiting | None,
     ) -> tuple[protocol.Message, bytes]:
         try:
             if waiting is not None:
@@ -249,13 +216,11 @@ class WorkerProcess:
         self._receive(deadline, 0, protocol.FIRST)
         self.imported = True
 
-    def wait_ready(
-        self, deadline: float, waiting: Waiting | None = None, asked: Asked | None = None
-    ) -> protocol.Message:
+    def wait_ready(self, deadline: float, waiting: Waiting | None = None) -> protocol.Message:
         """Lets the worker go on from its imports (under the GPU's hold, for a grading on a GPU); its
         greeting: `protocol.Ready`, or `protocol.ImportFailed`."""
         self.wait_imported(deadline)
-        greeting, _ = self.call(protocol.StartRequest(), b"", deadline, 0, waiting, asked)
+        greeting, _ = self.call(protocol.StartRequest(), b"", deadline, 0, waiting)
         self.ready = isinstance(greeting, protocol.Ready)
         return greeting
 
@@ -271,16 +236,15 @@ class WorkerProcess:
         deadline: float,
         max_blob: int,
         waiting: Waiting | None = None,
-        asked: Asked | None = None,
     ) -> tuple[protocol.Message, bytes]:
         """Send one request; its reply, one of `request.replies`, and the reply's payload.
 
         `waiting`, if given, is asked every `reply_wait.WAIT_SLICE_S` until the reply begins, and the seconds
         it returns (the worker stopped meanwhile: its grading stepped aside for a timer) push the
-        deadline back. `asked` answers the compiles the worker asks for meanwhile."""
+        deadline back."""
         self.resume()
         self._send(request, blob, deadline)
-        return self._receive(deadline, max_blob, request.replies, waiting, asked)
+        return self._receive(deadline, max_blob, request.replies, waiting)
 
     def _send(self, message: protocol.Message, blob: bytes, deadline: float) -> None:
         # a worker that stops reading would block this write forever once the pipe is full: a

@@ -140,8 +140,6 @@ def worker_env(config: SandboxConfig, scratch: Path, token: str, seeded: bool) -
     if config.device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-    if config.no_gpu:
-        env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(versions.worker_env(versions.graded()))  # the namespace hides assignment/; extra_env may name another
     env.update(config.extra_env)
     return env

@@ -21,13 +21,7 @@ SHARED_PACKAGES = ("grader.spec", "grader.protocol")
 #: the only trusted module that may import the harness: pytest handout runs the same calls
 HARNESS_USERS = {"grader.handout.support"}
 #: where argparse may be imported: the verbs, the CLI that lists them, the worker's own argv
-ARGPARSE_HOMES = (
-    "grader.commands",
-    "grader.cli",
-    "grader.launch",
-    "grader.harness.serve",
-    "grader.harness.compile_serve",
-)
+ARGPARSE_HOMES = ("grader.commands", "grader.cli", "grader.launch", "grader.harness.serve")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
 MAX_TOP_LEVEL = 20

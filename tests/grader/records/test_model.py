@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from grader.records.model import SCHEMA_VERSION, Result
 from grader.records.report import gradescope, write_result
 
@@ -88,3 +91,16 @@ def test_a_version_2_record_keeps_its_fields_as_written() -> None:
     data = _v1([], status="error", error="infrastructure: literally", error_kind="submission", schema_version=2)
     result = Result.model_validate(data)
     assert (result.error_kind, result.error) == ("submission", "infrastructure: literally")
+
+
+def test_a_record_with_the_removed_compile_aside_phase_still_reads() -> None:
+    """`phases.compile_aside_s` (compiles made aside, removed) is dropped from records written before."""
+    phases = {"worker_start_s": 1.5, "correctness_s": 4.0, "gpu_wait_s": 0.5, "compile_aside_s": 2.25}
+    problem = {"name": "gelu", "score": 15, "max_score": 15, "status": "passed", "tests": [], "phases": phases}
+    result = Result.model_validate_json(json.dumps(_v1([problem], schema_version=SCHEMA_VERSION)))
+    read = result.problems[0].phases
+    assert read is not None and (read.worker_start_s, read.correctness_s, read.gpu_wait_s) == (1.5, 4.0, 0.5)
+    assert "compile_aside_s" not in read.model_dump()
+    other = {**phases, "not_a_phase_s": 1.0}  # any other unknown field is still refused
+    with pytest.raises(ValidationError, match="not_a_phase_s"):
+        Result.model_validate(_v1([{**problem, "phases": other}], schema_version=SCHEMA_VERSION))
