@@ -274,8 +274,9 @@ def test_a_killed_grading_takes_its_processes_along(name: str, tmp_path: Path) -
 
 @pytest.mark.parametrize("name", [e["name"] for e in BATCH if "ulimit_as" in e])
 def test_a_resource_limit_on_the_grader_is_an_infrastructure_row(name: str, tmp_path: Path) -> None:
-    """`ulimit -v` below a worker's limit on a batch (and its `grader grade` children): every row an infrastructure error that
-    says so (retried on resume), never a silent 0.0; the honest twin, the same batch unlimited, is graded."""
+    """`ulimit -v` below a worker's limit on a batch (and its `grader grade` children): every row an
+    infrastructure error that says so (retried on resume), never a silent 0.0; the honest twin, the
+    same batch unlimited, is graded."""
     entry = next(e for e in BATCH if e["name"] == name)
     subs = tmp_path / "subs"
     subs.mkdir()

@@ -224,10 +224,7 @@ def seam_crossings() -> list[str]:
         for name, targets in GRAPH.items()
         if _in(name, COURSE)
         for target in targets
-        if target != "grader"
-        and not _in(target, COURSE)
-        and not _in(target, ENGINE_API)
-        and target not in NOT_YET
+        if target != "grader" and not _in(target, COURSE) and not _in(target, ENGINE_API) and target not in NOT_YET
     )
 
 
