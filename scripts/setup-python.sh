@@ -16,11 +16,14 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup-python: $((free_kb / 1024 / 1024)) GB free on $(df -P . | awk 'NR == 2 {print $6}'); .venv needs about 7 GB (torch, Triton, CUDA libraries)" >&2
     exit 1
   fi
+  echo "setup-python: creating .venv" >&2
   python3 -m venv .venv
 fi
 . .venv/bin/activate
 # No pip cache: torch and its CUDA libraries are 2.6 GB of wheels that would only sit there twice.
 export PIP_NO_CACHE_DIR=1
+# pip stays quiet (-q): these lines say which step the few silent minutes of a first install are in
+echo "setup-python: installing the grader and its dependencies into .venv (the first time: torch, Triton and CUDA libraries, about 2.6 GB, a few minutes)" >&2
 python -m pip install -q --upgrade pip >/dev/null
 if [ "${KEEP_TORCH:-0}" = "1" ]; then
   # every dependency of pyproject.toml (and its dev extra) but torch and triton, then the project alone
@@ -38,3 +41,4 @@ PY
 else
   python -m pip install -q -e ".[dev]"
 fi
+echo "setup-python: .venv ready ($(.venv/bin/python -c 'import torch, triton; print(f"torch {torch.__version__}, triton {triton.__version__}")' 2>/dev/null || echo 'torch not importable'))" >&2

@@ -42,8 +42,11 @@ def run_build(args: argparse.Namespace) -> int:
     with console.status(f"building the grading image for {assignment.assignment.name} {version}") as status:
 
         def log(line: str) -> None:
-            if line.startswith("Step "):
-                status.update(f"building: {line[:100]}")
+            if line.startswith("Step "):  # Docker's "Step 3/14 : RUN ...": where the build is
+                if console.is_terminal:
+                    status.update(f"building: {line[:100]}")
+                else:  # a log (CI, a pipe): the spinner shows nothing there, a line per step does
+                    console.print(f"building: {line[:160]}", highlight=False, markup=False)
 
         tag = build_image(version, cpu=args.cpu, base=args.base, tag=args.tag, no_cache=args.no_cache, log=log)
     console.print(f"built {tag}")

@@ -76,8 +76,8 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
     try:
         root = str(submission) + os.sep
         frames = tracebacks.student_frames(exc, submission)
-        tb = "".join(traceback.format_list(frames[-10:])) + "".join(traceback.format_exception_only(type(exc), exc))
-        tb = tb.replace(root, "")
+        # the frames alone: the error's own line is the summary, which every report prints first
+        tb = "".join(traceback.format_list(frames[-10:])).replace(root, "")
         kind = type(exc).__name__
         if isinstance(exc, SystemExit):
             summary = f"the submission called sys.exit({exc.code!r})"
