@@ -17,7 +17,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance, round_checks, windows
-from grader.orchestrator import budgets, compile_aside, trace, untimed
+from grader.orchestrator import budgets, compile_aside, shape_timing, trace, untimed
 from grader.records.model import Performance, ShapeTiming, TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -42,7 +42,7 @@ def measure(run: ProblemRun, tests: list[TestResult]) -> Performance | list[Shap
         for case in run.problem.benchmarks:
             seeds = performance.ShapeSeeds.draw(run.options.secret, name, case)
             with trace.span(name, case.name, "timing, all of it"):
-                shape, checks = performance.measure_shape(partial(call, run), side, case, seeds, gpu, quiet=run.pause)
+                shape, checks = shape_timing.measure_shape(partial(call, run), side, case, seeds, gpu, quiet=run.pause)
             peak = run.peaks.get(case.name)
             shape.peak_gib = round(peak / budgets.GIB, 3) if peak is not None else None
             shape.budget_gib = case.gpu_memory_gib
@@ -113,7 +113,7 @@ def check_timed_rounds(run: ProblemRun) -> None:
     with run.gpu_hold():
         for check in run.checks:
             try:
-                check.run()
+                shape_timing.check_rounds(check)
             except torch.cuda.OutOfMemoryError:
                 short.append(check)
                 torch.cuda.empty_cache()
@@ -122,7 +122,7 @@ def check_timed_rounds(run: ProblemRun) -> None:
     with run.lease.exclusive() if run.lease is not None else nullcontext():
         for check in short:
             try:
-                check.run()
+                shape_timing.check_rounds(check)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 check.shape.flags.append(
