@@ -4,7 +4,8 @@ The worker sends, for the rounds the seeds choose (and the last of each window),
 facts and a sample of their values; here they are judged against the correctness contract and
 the float64 definition on inputs drawn again from the seeds (never taken from the worker).
 `ShapeChecks` carries a timed shape's rounds from the exclusive window (grader/orchestrator/shape_timing.py)
-to `ProblemRun.finish`, which checks them once the GPU is shared again.
+to the problem's finish (grader/orchestrator/problem_result.py), which checks them once the GPU is
+shared again.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `measure` runs while grade's `_timing_lease` is held: each shape's alternating windows, the
 wall-clock check, the PyTorch anchor. What needs the GPU but not alone (the sampled rounds'
-checks, `round_checks.ShapeChecks`) is left on the run for `ProblemRun.finish`, which runs them
+checks, `round_checks.ShapeChecks`) is left on the run for `problem_result.finish`, which runs them
 (`check_timed_rounds`) and scores the shapes once those checks have added their flags.
 """
 
@@ -17,7 +17,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance, round_checks, windows
-from grader.orchestrator import budgets, compile_aside, shape_timing, trace, untimed
+from grader.orchestrator import budgets, compile_aside, profiles, shape_timing, trace, untimed
 from grader.records.model import Performance, ShapeTiming, TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -29,7 +29,22 @@ class TimingFailed(Exception):
     """Why a problem's timing ended early: the record's reason, after "timing failed: "."""
 
 
-def measure(run: ProblemRun, tests: list[TestResult]) -> Performance | list[ShapeTiming]:
+def measure(run: ProblemRun, tests: list[TestResult]) -> None:
+    """The performance half's timed part, with the GPU held alone (grade's `_timing_lease`)."""
+    # waiting for other problems' timing is not part of this problem's duration (nor of its clock)
+    run.waited = time.monotonic() - run.checked_at
+    timing_started = time.monotonic()
+    run.timed = time_shapes(run, tests)
+    ok = run.options.profile and run.device == "cuda" and run.clean(tests)  # `--profile`: a report
+    shapes = partial(call, run)
+    run.profiled = profiles.profile_shapes(run.problem, run.kind, run.options.secret, shapes) if ok else []
+    run.phases.timing_s = time.monotonic() - timing_started
+    # its GPU memory free for the next problem's timing; its kernels copied after the window
+    run.stop_worker(keep_kernels=True)
+    run.measured_at = time.monotonic()
+
+
+def time_shapes(run: ProblemRun, tests: list[TestResult]) -> Performance | list[ShapeTiming]:
     """Why the problem is not timed, or its shapes timed (still to be checked and scored)."""
     skipped = untimed.reason(run.problem, run.device, run.options, run.clean(tests), run.unwarmed)
     if skipped is not None:
