@@ -10,6 +10,6 @@ worker or traces a grading's time; it decides from numbers and records it is giv
   windows: the timed windows' sizes and limits; round_checks: the sampled timed rounds checked;
   reference_cache: the reference's compiled kernels kept once per machine;
 - scoring: points from verdicts and speed ratios, and a result's totals (one place for both);
-- flags: what a human should look at; fingerprint: which spec a grade was made under;
-- rescore: a stored result re-scored under a changed spec, no kernel run.
+- fingerprint: which spec a grade was made under;
+- rescore: a stored result re-scored under a changed spec, or with a GPU record's performance, no kernel run.
 """

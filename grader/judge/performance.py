@@ -22,10 +22,10 @@ from typing import Any
 from grader import ROOT, protocol
 from grader.judge import gpu_state, stopping
 from grader.judge.checks import kernel_check
-from grader.judge.scoring import geomean, performance_fraction
+from grader.judge.scoring import performance_fraction
 from grader.loading import load_function
 from grader.problems.base import ProblemKind, case_seed, generator
-from grader.records.model import Performance, ShapeTiming
+from grader.records.model import Performance, ShapeTiming, geomean
 from grader.spec.model import Case, Problem
 
 #: the worker's reply to one alternation carries the sampled outputs of its checked rounds

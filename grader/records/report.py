@@ -88,7 +88,7 @@ def writeup_section(anchor: str, writeup: Path = WRITEUP) -> str:
 
 
 def render_html(result: Result) -> str:
-    from grader.judge.flags import result_flags
+    from grader.records.flags import result_flags
 
     problems = sorted(result.problems, key=lambda p: STATUS_ORDER.get(p.status, 9))
     return (

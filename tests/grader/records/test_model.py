@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
-from grader.records.model import SCHEMA_VERSION, Result
+import pytest
+
+from grader.records.model import SCHEMA_VERSION, Result, geomean
 from grader.records.report import gradescope, write_result
 
 
@@ -88,3 +91,8 @@ def test_a_version_2_record_keeps_its_fields_as_written() -> None:
     data = _v1([], status="error", error="infrastructure: literally", error_kind="submission", schema_version=2)
     result = Result.model_validate(data)
     assert (result.error_kind, result.error) == ("submission", "infrastructure: literally")
+
+
+def test_geomean() -> None:
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert math.isnan(geomean([]))
