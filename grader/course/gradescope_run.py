@@ -105,6 +105,7 @@ def student_notes(hidden_tests: int, pending_points: float, gpu_note: str) -> li
 
 def _graded(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None) -> str:
     from grader.course import gradescope_metadata
+    from grader.judge import rescore
     from grader.launch import GradeCommand, hidden_paths
     from grader.records import gradescope, gradescope_gpu
     from grader.records.model import Result
@@ -135,7 +136,7 @@ def _graded(source: Path, upload: Path, metadata: Path, results: Path, problems:
     found = gradescope_gpu.match(grades, _users(metadata), result.submission.sha256)
     pending = result.pending_score
     if found.record is not None:
-        result = gradescope_gpu.merge(result, found.record)
+        result = rescore.with_gpu_performance(result, found.record)
     hidden = sum(1 for p in result.problems for t in p.tests if t.visibility == "hidden")
     return gradescope.results_json(result, student_notes(hidden, pending, found.note))
 

@@ -6,31 +6,26 @@ problem's shapes, is what is scored — never an absolute time. Two guards flag 
 rewarding it: a median below the roofline floor of the shape (bytes over peak bandwidth, flops
 over peak rate: physically impossible, so the timing was subverted), and a median that the
 orchestrator's own wall clock around a plain loop of calls contradicts (side streams, patched
-timers).
+timers). The timing itself runs in the orchestrator (grader/orchestrator/shape_timing.py); here
+are what it asks for, the flags its numbers raise, and the score they make.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from grader import ROOT, protocol, timing
-from grader.judge import gpu_state, pytorch_anchor, round_checks, stopping
+from grader import ROOT, protocol
+from grader.judge import gpu_state, stopping
 from grader.judge.checks import kernel_check
-from grader.judge.roofline import achieved, roofline_floor_s
-from grader.judge.scoring import geomean, performance_fraction
-from grader.judge.windows import WorkerCall, alternate
+from grader.judge.scoring import performance_fraction
 from grader.loading import load_function
-from grader.orchestrator import trace
 from grader.problems.base import ProblemKind, case_seed, generator
-from grader.records.model import Performance, ShapeTiming
+from grader.records.model import Performance, ShapeTiming, geomean
 from grader.spec.model import Case, Problem
 
 #: the worker's reply to one alternation carries the sampled outputs of its checked rounds
@@ -38,10 +33,7 @@ MAX_TIMING_BLOB = 256 << 20
 #: set to 1 only to measure what verified timing costs (benchmarks): rounds as before it existed
 UNVERIFIED_ENV = "GRADER_UNVERIFIED_TIMING"
 
-PYTORCH_BUDGET_S = 0.4
 INPUT_SETS = 2
-#: the wall-clock check's loop, in the shape's windows of timed work (thresholds.window_s)
-WALL_CHECK_WINDOWS = 1.0
 REFERENCE_DIR = ROOT / "reference"
 
 
@@ -147,23 +139,6 @@ def watched_flags(problem: Problem, case: Case, watched: list[protocol.WatchedCh
     return []
 
 
-def _wall_clock(
-    worker_call: WorkerCall, shape: dict[str, Any], median_s: float, label: tuple[str, str], window_s: float
-) -> tuple[int, float, float, int]:
-    """A loop of the student's calls timed by the orchestrator's clock: (rounds, reported s, wall s,
-    Triton launches)."""
-    # three rounds at least: a 150 ms step's five took 0.76 s of the exclusive window, and the check
-    # allows the request's own overhead (the pipe, a busy host) up to a round's time with three;
-    # at most 200: a fast kernel's loop is then shorter than a window
-    rounds = max(3, min(200, int(WALL_CHECK_WINDOWS * window_s / max(median_s, 1e-6))))
-    start = time.monotonic()
-    loop, _ = worker_call(protocol.LoopRequest(**shape, rounds=rounds))
-    wall = time.monotonic() - start
-    assert isinstance(loop, protocol.Looped)  # what a loop request gets back (an error raises)
-    trace.note(wall, *label, f"wall-clock check, {rounds} rounds")
-    return rounds, loop.wall_s, wall, loop.triton_launches
-
-
 def verified_timing() -> bool:
     """Whether timed rounds get new contents and sampled checks (off only for the cost study)."""
     return os.environ.get(UNVERIFIED_ENV) != "1"
@@ -178,86 +153,6 @@ def shape_request(case: Case, seeds: ShapeSeeds, verified: bool | None = None) -
     if verified_timing() if verified is None else verified:
         shape.update(refill_seed=seeds.refill, verify_seed=seeds.verify)
     return shape
-
-
-def measure_shape(
-    worker_call: WorkerCall,
-    side: ReferenceSide,
-    case: Case,
-    seeds: ShapeSeeds,
-    gpu: str,
-    quiet: Callable[[], None] = lambda: None,
-    rule: stopping.Rule | None = None,
-) -> tuple[ShapeTiming, round_checks.ShapeChecks | None]:
-    """Time one benchmark shape on both sides; flags say why a time cannot be trusted, and the
-    sampled rounds' checks are returned to be run once the GPU is no longer held alone.
-
-    `quiet` pauses the worker before the reference is timed (the worker's next call resumes it),
-    so nothing the submission left running shares the GPU with the reference's rounds. The
-    student's rounds get new contents between rounds and a sample of them is checked once all
-    are timed (checking never shares the GPU with timing). The reference, which is trusted, keeps
-    its rotating sets: new contents are written outside the timed events and L2 is flushed after
-    them, so what a round times is the same on both sides (measured on the H200, with and
-    without: docs/performance.md), and refilling both sides cost 1.9 s of a 45 s grading.
-    """
-    kind = side.kind
-    label = (side.problem.name, case.name)
-    checking = verified_timing()  # read once: the request and the checks must agree
-    anchor = pytorch_anchor.key_for(side.problem.name, case.model_dump_json())
-    pytorch_ms = pytorch_anchor.lookup(anchor)
-    with trace.span(*label, "reference and PyTorch: inputs, warm-up"):
-        ref_calls, torch_calls, ref_sets = side.calls(case, seeds.inputs)
-        quiet()
-        timing.warm_up(ref_calls)
-        if pytorch_ms is None:
-            timing.warm_up(torch_calls)
-    shape = shape_request(case, seeds, checking)
-    rule = rule or rule_for(side.problem)
-    rounds = alternate(worker_call, ref_calls, shape, label, quiet, rule, gpu_state.monitor())
-    if pytorch_ms is None:
-        with trace.span(*label, "PyTorch"):
-            pytorch_ms = timing.measure(torch_calls, PYTORCH_BUDGET_S, warm=False).median_ms
-        pytorch_anchor.keep(anchor, pytorch_ms)
-    del ref_calls, torch_calls, ref_sets
-    if not rounds.student or any(not (s == s) or s <= 0 for s in rounds.student):
-        return ShapeTiming(
-            name=case.name, case=kind.describe(case), flags=["the worker reported no usable times"]
-        ), None
-    flags = launch_flags(rounds.launches) + watched_flags(side.problem, case, rounds.watched)
-    torch.cuda.empty_cache()
-    s_meas, r_meas = timing.Measurement(rounds.student), timing.Measurement(rounds.reference)
-    s_med = s_meas.median_ms / 1e3
-    looped, reported, wall, launched = _wall_clock(worker_call, shape, s_med, label, rule.thresholds.window_s)
-    flags += clock_flags(s_med, roofline_floor_s(kind, case, gpu), looped, reported, wall)
-    flags += [] if flags else launch_flags([(launched, looped)], label="the wall-clock check's loop")
-    value, unit = achieved(kind, case, s_med)
-    ratio = rounds.ratio
-    low, high = stopping.interval(ratio, rounds.ratios)
-    timed = ShapeTiming(
-        name=case.name,
-        case=kind.describe(case),
-        student_ms=round(s_meas.median_ms, 5),
-        student_spread_ms=round(s_meas.iqr_ms, 5),
-        reference_ms=round(r_meas.median_ms, 5),
-        reference_spread_ms=round(r_meas.iqr_ms, 5),
-        pytorch_ms=round(pytorch_ms, 5),
-        ratio=round(ratio, 4),
-        ratio_low=round(low, 4) if math.isfinite(high) else None,
-        ratio_high=round(high, 4) if math.isfinite(high) else None,
-        alternations=len(rounds.ratios),
-        stopped=rounds.stopped,
-        gpu_state=gpu_state.summary(rounds.samples, rounds.retimed, rounds.throttled),
-        achieved=round(value, 2),
-        achieved_unit=unit,
-        rounds=len(rounds.student),
-        verified_rounds=sum(len(v) for _, _, v, _ in rounds.checks),
-        flags=flags,
-    )
-    later = round_checks.ShapeChecks(side, case, seeds, rounds.checks, timed) if checking else None
-    if later is not None and later.held_bytes() > round_checks.DEFERRED_CHECK_BYTES:
-        later.run()  # more samples than an honest worker sends: not kept until the window closes
-        later = None
-    return timed, later
 
 
 def rule_for(problem: Problem) -> stopping.Rule:

@@ -7,6 +7,7 @@ the verdicts still hold; a different one means the submission must be graded aga
 
 `grader rescore GRADES [--spec FILE]` does this on demand; `grader batch` does it by itself when
 it resumes over results whose spec changed, and says which students it re-scored or regraded.
+A Gradescope run's result takes a GPU batch's performance the same way (`with_gpu_performance`).
 """
 
 from __future__ import annotations
@@ -85,6 +86,20 @@ def rescore_result(stored: Result, assignment: Assignment) -> Result:
     )
     result.warnings = [w for w in result.warnings if not w.startswith("re-scored on ")] + [note]
     return result
+
+
+def with_gpu_performance(cpu: Result, gpu: Result) -> Result:
+    """This run's correctness with the GPU record's performance, problem by problem, totalled again
+    (a Gradescope run of the files a GPU batch graded: grader/records/gradescope_gpu.py)."""
+    performance = {p.name: p.performance for p in gpu.problems}
+    merged = cpu.model_copy(deep=True)
+    for problem in merged.problems:
+        measured = performance.get(problem.name)
+        if measured is not None and measured.status != "not_measured":
+            problem.performance = measured.model_copy(deep=True)
+            scoring.finish_problem(problem, fatal=problem.status == "error")
+    merged.warnings = [*merged.warnings, *(w for w in gpu.warnings if w not in merged.warnings)]
+    return scoring.total(merged)
 
 
 # -- the command ---------------------------------------------------------------------------------

@@ -3,26 +3,24 @@
 The worker sends, for the rounds the seeds choose (and the last of each window), its outputs'
 facts and a sample of their values; here they are judged against the correctness contract and
 the float64 definition on inputs drawn again from the seeds (never taken from the worker).
-`ShapeChecks` carries a timed shape's rounds from the exclusive window (grader/judge/performance.py)
-to `ProblemRun.finish`, which checks them once the GPU is shared again.
+`ShapeChecks` carries a timed shape's rounds from the exclusive window (grader/orchestrator/shape_timing.py)
+to the problem's finish (grader/orchestrator/problem_result.py), which checks them once the GPU is
+shared again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from grader import protocol
 from grader.judge.checks import compare, output_contract, payload_issue
-from grader.orchestrator import trace
+from grader.judge.performance import ReferenceSide, ShapeSeeds
 from grader.problems.base import ProblemKind, chosen, generator, round_seed
 from grader.records.model import ShapeTiming
 from grader.spec.model import Case, Problem
-
-if TYPE_CHECKING:
-    from grader.judge.performance import ReferenceSide, ShapeSeeds
 
 #: the sampled outputs of one shape kept for checking after the exclusive window, at most: an
 #: honest worker sends 16 rows of up to 4096 values per checked round (a few MB a shape); one
@@ -119,14 +117,13 @@ class ShapeChecks:
         """The flags of the first broken round (none when every checked round is right); they are
         added to the shape's own."""
         kind, flags = self.side.kind, []
-        with trace.span(self.side.problem.name, self.case.name, "checking the sampled timed rounds"):
-            inputs = kind.make_inputs(self.case, generator(self.seeds.inputs, self.device))
-            for first, count, verified, payload in self.checks:
-                flags += verify_rounds(
-                    kind, self.side.problem, self.case, self.seeds, first, count, verified, payload, inputs
-                )
-                if flags:
-                    break
-            del inputs
+        inputs = kind.make_inputs(self.case, generator(self.seeds.inputs, self.device))
+        for first, count, verified, payload in self.checks:
+            flags += verify_rounds(
+                kind, self.side.problem, self.case, self.seeds, first, count, verified, payload, inputs
+            )
+            if flags:
+                break
+        del inputs
         self.shape.flags += flags
         return flags

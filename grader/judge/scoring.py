@@ -72,10 +72,6 @@ def performance_fraction(thresholds: Thresholds, ratio: float) -> float:
     return (ratio - thresholds.zero_at) / (thresholds.full_at - thresholds.zero_at)
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def finish_problem(result: ProblemResult, fatal: bool) -> ProblemResult:
     """Total the problem's score and set its status from its tests."""
     correctness = sum(t.score for t in result.tests)

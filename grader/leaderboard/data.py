@@ -12,12 +12,11 @@ import statistics
 from datetime import datetime, timezone
 from typing import Any
 
-from grader.judge import flags
-from grader.judge.scoring import geomean
 from grader.leaderboard.inputs import Entry
 from grader.leaderboard.names import display_names
 from grader.leaderboard.ranking import Selection, overall_speedup, problem_speedup, rank_key
-from grader.records.model import ProblemResult, Result, ShapeTiming
+from grader.records import flags
+from grader.records.model import ProblemResult, Result, ShapeTiming, geomean
 
 FORMAT_VERSION = 2  # 2: flagged students are a count on the public page; names and reasons on the staff page
 

@@ -10,10 +10,9 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from grader.judge import flags
-from grader.judge.scoring import geomean
 from grader.leaderboard.inputs import Entry, Warn
-from grader.records.model import ProblemResult, Result
+from grader.records import flags
+from grader.records.model import ProblemResult, Result, geomean
 
 
 @dataclass

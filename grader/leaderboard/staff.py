@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader.judge import flags
 from grader.leaderboard.data import FORMAT_VERSION
 from grader.leaderboard.inputs import LeaderboardError
 from grader.leaderboard.names import display_names
 from grader.leaderboard.ranking import Selection
 from grader.leaderboard.render import fmt_points, fmt_when, templates
+from grader.records import flags
 from grader.records.files import write_atomic
 
 STAFF_TEMPLATE = "leaderboard_staff.html.j2"

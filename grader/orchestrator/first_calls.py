@@ -12,6 +12,7 @@ call tunes again alone on the GPU, on configurations compiled by then.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import torch
@@ -20,10 +21,22 @@ from grader import protocol
 from grader.judge import performance
 from grader.orchestrator import budgets, trace
 from grader.problems.base import generator
+from grader.records.model import TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
 if TYPE_CHECKING:
     from grader.orchestrator.problem_run import ProblemRun
+
+
+def warm(run: ProblemRun, tests: list[TestResult]) -> None:
+    """The benchmark shapes' first calls, beside other gradings' (`make`), after the correctness cases."""
+    if run.will_time(tests) and run.worker is not None and run.worker.ready:
+        started = time.monotonic()
+        run.unwarmed = make(run)
+        if run.aside is not None:  # nothing compiles aside once timing begins: its memory back
+            run.aside.close()
+        run.checked_at = time.monotonic()  # the problem's own time, as correctness is
+        run.phases.warm_s = run.checked_at - started
 
 
 def make(run: ProblemRun) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from grader.judge import reference_archive, reference_cache, scan, scoring
 from grader.judge.fingerprint import fingerprint, suite_of
-from grader.orchestrator import trace
+from grader.orchestrator import first_calls, problem_result, timed_shapes, trace
 from grader.orchestrator.options import DEFAULT_SECRET, GradeOptions, environment, resolve_device
 from grader.orchestrator.problem_run import ProblemRun
 from grader.orchestrator.progress import ProblemEvent, cases_done
@@ -63,7 +63,7 @@ def _checked(run: ProblemRun) -> list[TestResult] | BaseException:
         with trace.span(run.problem.name, "correctness"):
             tests = run.check()
         with trace.span(run.problem.name, "first calls at the benchmark shapes"):
-            run.warm(tests)
+            first_calls.warm(run, tests)
     except Exception as exc:  # noqa: BLE001 - the grader's own failure: retried, then ungradable
         return exc
     return tests
@@ -178,14 +178,14 @@ def _grade(
             for other in runs:  # nothing else of this submission runs while one problem is timed
                 if other is not run:
                     other.pause()
-            if _twice(run, "timing", partial(run.measure, tests)) is _FAILED:
+            if _twice(run, "timing", partial(timed_shapes.measure, run, tests)) is _FAILED:
                 _untimed(run)
     for run, tests in zip(runs, checked):  # the rest needs the GPU no more than a correctness call does
         done = cases_done(tests)
-        result = _twice(run, "checking the timed rounds", partial(run.finish, tests))
+        result = _twice(run, "checking the timed rounds", partial(problem_result.finish, run, tests))
         if not isinstance(result, ProblemResult):
             _untimed(run)
-            result = run.finish(tests)
+            result = problem_result.finish(run, tests)
         result.findings = _findings_of(run, findings, modules)
         isolation = run.isolation or isolation
         problems.append(result)

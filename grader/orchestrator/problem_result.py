@@ -1,14 +1,53 @@
-"""A graded problem's record, from what its run gathered: case points, the kernel check, the status."""
+"""A graded problem's record, from what its run gathered: case points, the kernel check, the status.
+
+`finish` is the problem's last step, once the GPU is no longer held alone (grade.py): its kept
+kernels copied, its sampled timed rounds checked, its shapes scored, and the record built.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
-from grader.judge import scoring
+from grader.judge import performance, scoring
+from grader.orchestrator import timed_shapes, trace
 from grader.records.model import Performance, Phases, ProblemResult, TestResult
 
 if TYPE_CHECKING:
     from grader.orchestrator.problem_run import ProblemRun
+
+
+def finish(run: ProblemRun, tests: list[TestResult]) -> ProblemResult:
+    """The problem's result, once the GPU is no longer held alone: the sampled timed rounds
+    checked beside other gradings' calls, then scored."""
+    if run.measured_at:  # the other problems' timing since: not this problem's time
+        run.waited += time.monotonic() - run.measured_at
+    _keep_kernels(run)
+    perf = run.timed
+    if isinstance(perf, list):
+        started = time.monotonic()
+        timed_shapes.check_timed_rounds(run)
+        run.phases.checks_s = time.monotonic() - started
+        perf = performance.score(run.problem, perf, run.gpu_name)
+    result = build(run, tests, perf, time.monotonic() - run.started - run.waited)
+    result.profile = run.profiled
+    return result
+
+
+def _keep_kernels(run: ProblemRun) -> None:
+    """The stopped worker's Triton cache kept for the student's next grading (`--kernel-cache`):
+    a copy of files, made once the GPU is no longer held alone."""
+    held, run.held_kernels = run.held_kernels, None
+    if held is None or run.kernel_slot is None:
+        return
+    saving = time.monotonic()
+    kept = held.copy(run.kernel_slot)  # then lets go of the worker's namespace, folder and uid
+    if kept is not None:
+        what = f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB"
+        cut = ", truncated at the cap" if kept.truncated else ""
+        trace.note(time.monotonic() - saving, run.problem.name, what + cut)
+        if kept.stopped:
+            run.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
 
 
 def build(run: ProblemRun, tests: list[TestResult], performance: Performance, duration: float) -> ProblemResult:

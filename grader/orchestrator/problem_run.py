@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +14,12 @@ import torch
 from grader import kernel_cache, protocol
 from grader.judge import performance, round_checks
 from grader.judge.checks import case_label, check_call, profiled_kernel_check
-from grader.orchestrator import first_calls, gpu_lease, problem_result, profiles, timed_shapes, trace
+from grader.orchestrator import gpu_lease, trace
 from grader.orchestrator.options import GradeOptions
 from grader.orchestrator.problem_clock import ProblemClock
 from grader.problems import REGISTRY
 from grader.problems.base import case_seed, generator
-from grader.records.model import Contention, Performance, Phases, ProblemResult, ShapeProfile, ShapeTiming, TestResult
+from grader.records.model import Contention, Performance, Phases, ShapeProfile, ShapeTiming, TestResult
 from grader.sandbox.config import SandboxConfig
 from grader.sandbox.kernel_copy import HeldCache
 from grader.sandbox.process import Waiting, WorkerDied, WorkerProcess, WorkerTimeout, WorkerUnavailable
@@ -321,60 +321,7 @@ class ProblemRun:
         self.phases.correctness_s = self.checked_at - self.started
         return tests
 
-    def measure(self, tests: list[TestResult]) -> None:
-        """The performance half's timed part, with the GPU held alone (grade's `_timing_lease`)."""
-        # waiting for other problems' timing is not part of this problem's duration (nor of its clock)
-        self.waited = time.monotonic() - self.checked_at
-        timing_started = time.monotonic()
-        self.timed = timed_shapes.measure(self, tests)
-        ok = self.options.profile and self.device == "cuda" and self.clean(tests)  # `--profile`: a report
-        shapes = partial(timed_shapes.call, self)
-        self.profiled = profiles.profile_shapes(self.problem, self.kind, self.options.secret, shapes) if ok else []
-        self.phases.timing_s = time.monotonic() - timing_started
-        # its GPU memory free for the next problem's timing; its kernels copied after the window
-        self.stop_worker(keep_kernels=True)
-        self.measured_at = time.monotonic()
-
-    def _keep_kernels(self) -> None:
-        """The stopped worker's Triton cache kept for the student's next grading (`--kernel-cache`):
-        a copy of files, made once the GPU is no longer held alone."""
-        held, self.held_kernels = self.held_kernels, None
-        if held is None or self.kernel_slot is None:
-            return
-        saving = time.monotonic()
-        kept = held.copy(self.kernel_slot)  # then lets go of the worker's namespace, folder and uid
-        if kept is not None:
-            what = f"kernel cache saved: {kept.files} files, {kept.bytes / 2**20:.1f} MiB"
-            cut = ", truncated at the cap" if kept.truncated else ""
-            trace.note(time.monotonic() - saving, self.problem.name, what + cut)
-            if kept.stopped:
-                self.output.append(f"--- grader ---\nthe kernel cache kept for the next grading: {kept.stopped}")
-
-    def finish(self, tests: list[TestResult]) -> ProblemResult:
-        """The problem's result, once the GPU is no longer held alone: the sampled timed rounds
-        checked beside other gradings' calls, then scored."""
-        if self.measured_at:  # the other problems' timing since: not this problem's time
-            self.waited += time.monotonic() - self.measured_at
-        self._keep_kernels()
-        perf = self.timed
-        if isinstance(perf, list):
-            started = time.monotonic()
-            timed_shapes.check_timed_rounds(self)
-            self.phases.checks_s = time.monotonic() - started
-            perf = performance.score(self.problem, perf, self.gpu_name)
-        result = problem_result.build(self, tests, perf, time.monotonic() - self.started - self.waited)
-        result.profile = self.profiled
-        return result
-
     # -- performance ------------------------------------------------------------------------------
-
-    def warm(self, tests: list[TestResult]) -> None:
-        """The benchmark shapes' first calls, beside other gradings' (grader/orchestrator/first_calls.py)."""
-        if self.will_time(tests) and self.worker is not None and self.worker.ready:
-            started = time.monotonic()
-            self.unwarmed = first_calls.make(self)
-            self.checked_at = time.monotonic()  # the problem's own time, as correctness is
-            self.phases.warm_s = self.checked_at - started
 
     def clean(self, tests: list[TestResult]) -> bool:
         return not (self.cheat or self.fatal) and bool(tests) and all(t.status == "passed" for t in tests)

@@ -2,7 +2,7 @@
 
 `measure` runs while grade's `_timing_lease` is held: each shape's alternating windows, the
 wall-clock check, the PyTorch anchor. What needs the GPU but not alone (the sampled rounds'
-checks, `round_checks.ShapeChecks`) is left on the run for `ProblemRun.finish`, which runs them
+checks, `round_checks.ShapeChecks`) is left on the run for `problem_result.finish`, which runs them
 (`check_timed_rounds`) and scores the shapes once those checks have added their flags.
 """
 
@@ -17,7 +17,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance, round_checks, windows
-from grader.orchestrator import budgets, trace, untimed
+from grader.orchestrator import budgets, profiles, shape_timing, trace, untimed
 from grader.records.model import Performance, ShapeTiming, TestResult
 from grader.sandbox.process import WorkerDied, WorkerTimeout
 
@@ -29,7 +29,22 @@ class TimingFailed(Exception):
     """Why a problem's timing ended early: the record's reason, after "timing failed: "."""
 
 
-def measure(run: ProblemRun, tests: list[TestResult]) -> Performance | list[ShapeTiming]:
+def measure(run: ProblemRun, tests: list[TestResult]) -> None:
+    """The performance half's timed part, with the GPU held alone (grade's `_timing_lease`)."""
+    # waiting for other problems' timing is not part of this problem's duration (nor of its clock)
+    run.waited = time.monotonic() - run.checked_at
+    timing_started = time.monotonic()
+    run.timed = time_shapes(run, tests)
+    ok = run.options.profile and run.device == "cuda" and run.clean(tests)  # `--profile`: a report
+    shapes = partial(call, run)
+    run.profiled = profiles.profile_shapes(run.problem, run.kind, run.options.secret, shapes) if ok else []
+    run.phases.timing_s = time.monotonic() - timing_started
+    # its GPU memory free for the next problem's timing; its kernels copied after the window
+    run.stop_worker(keep_kernels=True)
+    run.measured_at = time.monotonic()
+
+
+def time_shapes(run: ProblemRun, tests: list[TestResult]) -> Performance | list[ShapeTiming]:
     """Why the problem is not timed, or its shapes timed (still to be checked and scored)."""
     skipped = untimed.reason(run.problem, run.device, run.options, run.clean(tests), run.unwarmed)
     if skipped is not None:
@@ -42,7 +57,7 @@ def measure(run: ProblemRun, tests: list[TestResult]) -> Performance | list[Shap
         for case in run.problem.benchmarks:
             seeds = performance.ShapeSeeds.draw(run.options.secret, name, case)
             with trace.span(name, case.name, "timing, all of it"):
-                shape, checks = performance.measure_shape(partial(call, run), side, case, seeds, gpu, quiet=run.pause)
+                shape, checks = shape_timing.measure_shape(partial(call, run), side, case, seeds, gpu, quiet=run.pause)
             peak = run.peaks.get(case.name)
             shape.peak_gib = round(peak / budgets.GIB, 3) if peak is not None else None
             shape.budget_gib = case.gpu_memory_gib
@@ -111,7 +126,7 @@ def check_timed_rounds(run: ProblemRun) -> None:
     with run.gpu_hold():
         for check in run.checks:
             try:
-                check.run()
+                shape_timing.check_rounds(check)
             except torch.cuda.OutOfMemoryError:
                 short.append(check)
                 torch.cuda.empty_cache()
@@ -120,7 +135,7 @@ def check_timed_rounds(run: ProblemRun) -> None:
     with run.lease.exclusive() if run.lease is not None else nullcontext():
         for check in short:
             try:
-                check.run()
+                shape_timing.check_rounds(check)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 check.shape.flags.append(

@@ -104,7 +104,7 @@ def progress_line(done: int, total: int, student: str, result: Result) -> str:
     else:
         first = result.error.strip().splitlines()[0] if result.error.strip() else "unknown reason"
         text = f"NOT GRADED ({first[:200]})"
-    from grader.judge.flags import labels
+    from grader.records.flags import labels
 
     marks = labels(result) if result.status == "graded" else ""
     return (

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader.judge import flags
+from grader.records import flags
 from grader.records.files import write_atomic
 from grader.records.model import Result
 from grader.records.text import printable

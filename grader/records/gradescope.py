@@ -15,9 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grader.judge import flags
-from grader.judge.scoring import geomean
-from grader.records.model import ProblemResult, Result
+from grader.records import flags
+from grader.records.model import ProblemResult, Result, geomean
 
 OutputFormat = Literal["text", "html", "simple_format", "md", "ansi"]
 #: why a submission got no grade (results.json's extra_data.failure); run_autograder writes the

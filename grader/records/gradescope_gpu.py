@@ -9,7 +9,8 @@ autograder's results: the staff build the zip again with the batch's records in 
 your autograder on all existing active submissions" (best_practices page). Each run then finds
 its student's GPU record by the submission metadata's email or SID, checks that it graded the
 very files being graded now (the content hash), and takes that record's performance: points,
-speedups and the leaderboard entries. Correctness stays this run's own.
+speedups and the leaderboard entries (re-scored by grader.judge.rescore.with_gpu_performance).
+Correctness stays this run's own.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from grader.judge import scoring
 from grader.records.model import Result
 
 GPU_GRADES_NAME = "gpu_grades.json"
@@ -102,16 +102,3 @@ def match(grades: GpuGrades | None, users: list[Any], sha256: str) -> GpuMatch:
             "points do not apply to this one: they stay pending. " + pending
         )
     return GpuMatch(note=pending)
-
-
-def merge(cpu: Result, gpu: Result) -> Result:
-    """This run's correctness with the GPU record's performance, problem by problem, totalled again."""
-    performance = {p.name: p.performance for p in gpu.problems}
-    merged = cpu.model_copy(deep=True)
-    for problem in merged.problems:
-        measured = performance.get(problem.name)
-        if measured is not None and measured.status != "not_measured":
-            problem.performance = measured.model_copy(deep=True)
-            scoring.finish_problem(problem, fatal=problem.status == "error")
-    merged.warnings = [*merged.warnings, *(w for w in gpu.warnings if w not in merged.warnings)]
-    return scoring.total(merged)

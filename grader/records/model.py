@@ -6,6 +6,7 @@ leaderboard) is rendered from this record alone, so it carries every number a re
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -101,6 +102,12 @@ class ShapeTiming(Record):
     #: the worker, and the shape's budget in the spec: peak_gib <= budget_gib whenever it was timed
     peak_gib: float | None = None
     budget_gib: float | None = None
+
+
+def geomean(values: list[float]) -> float:
+    """The geometric mean: `Performance.ratio_geomean` over a problem's shapes, and every overall
+    speedup over a result's problems (Gradescope's leaderboard, the course's); nan for none."""
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 class Performance(Record):

@@ -80,7 +80,7 @@ def writeup_section(anchor: str, writeup: Path = WRITEUP) -> str:
 
 def render_html(result: Result, alias: str | None = None) -> str:
     """The student's report; `alias`: their name on the class's leaderboard, which the course layer knows."""
-    from grader.judge.flags import result_flags
+    from grader.records.flags import result_flags
 
     problems = sorted(result.problems, key=lambda p: STATUS_ORDER.get(p.status, 9))
     return (

@@ -39,7 +39,8 @@ so whatever it does, the grader returns.
 The package, by concern:
 
 - config: SandboxConfig, every limit and choice;
-- plan: what the worker may see and who it runs as (IsolationPlan, plan_isolation);
+- isolation: IsolationPlan, what the worker may see and who it runs as (data only);
+- plan: plan_isolation, the plan this machine allows for a config;
 - exposure: the uid level's check that the worker's user can read no hidden path;
 - uids: the transient uid leases; processes: finding, stopping and sweeping a worker's processes;
 - syscalls: the C library calls; child: what the child does between fork and exec;

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grader.sandbox import seccomp
 from grader.sandbox.config import SandboxConfig
-from grader.sandbox.plan import IsolationPlan
+from grader.sandbox.isolation import IsolationPlan
 from grader.sandbox.syscalls import (
     AT_FDCWD,
     AT_RECURSIVE,

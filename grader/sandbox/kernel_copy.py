@@ -25,7 +25,7 @@ from pathlib import Path
 from grader import kernel_cache
 from grader.sandbox import seccomp
 from grader.sandbox.child import SPAWN_LOCK
-from grader.sandbox.plan import IsolationPlan
+from grader.sandbox.isolation import IsolationPlan
 from grader.sandbox.syscalls import CLONE_NEWNS, PR_SET_NO_NEW_PRIVS, load_libc
 
 HELPER_LIMIT_S = 60  # how long the helper that streams a worker's Triton cache may take

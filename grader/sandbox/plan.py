@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import pwd
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import ROOT
 from grader.sandbox import bytecode
 from grader.sandbox.config import SandboxConfig
+from grader.sandbox.isolation import IsolationPlan
 from grader.sandbox.syscalls import kernel_at_least
 
 GRADER_ROOT = ROOT
@@ -70,20 +70,6 @@ def _project_root() -> Path | None:
     if (GRADER_ROOT / "pyproject.toml").is_file() or (GRADER_ROOT / "assignment").is_dir():
         return GRADER_ROOT
     return None
-
-
-@dataclass
-class IsolationPlan:
-    level: str
-    uid: int | None = None
-    gid: int | None = None
-    #: the uid is this worker's alone: the sweep kills everything it owns
-    private_uid: bool = False
-    hide: list[Path] = field(default_factory=list)
-    #: folders covered by an empty tmpfs (outermost first) and the paths bound back inside them
-    covers: list[Path] = field(default_factory=list)
-    keep: list[Path] = field(default_factory=list)
-    protect_proc: bool = False
 
 
 def plan_isolation(

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 
-from grader.sandbox.plan import IsolationPlan
+from grader.sandbox.isolation import IsolationPlan
 
 SWEEP_ROUNDS = 20
 

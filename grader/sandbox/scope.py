@@ -41,7 +41,7 @@ from pathlib import Path
 
 from grader import ROOT
 from grader.sandbox import processes
-from grader.sandbox.plan import IsolationPlan
+from grader.sandbox.isolation import IsolationPlan
 from grader.sandbox.uids import lock_dir
 
 ENV = "GRADER_SCOPE_FILE"

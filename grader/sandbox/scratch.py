@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from grader import kernel_cache
 from grader.sandbox.config import SandboxConfig
-from grader.sandbox.plan import IsolationPlan
+from grader.sandbox.isolation import IsolationPlan
 from grader.spec import versions
 
 SKIP_NAMES = {"__pycache__", ".git", ".ipynb_checkpoints"}

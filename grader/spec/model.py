@@ -70,7 +70,7 @@ class Thresholds(Strict):
     precision: float = Field(default=DEFAULT_PRECISION, gt=0)
     #: seconds of timed work per side in one alternation (the student's window, then the
     #: reference's): shorter windows interleave the two more finely and hold the GPU alone for
-    #: less; the stopping rule adds alternations where their ratios spread (grader/judge/windows.py)
+    #: less; the stopping rule adds alternations where their ratios spread (grader/orchestrator/shape_timing.py)
     window_s: float = Field(default=DEFAULT_WINDOW_S, ge=0.05, le=2.0)
 
     @model_validator(mode="after")

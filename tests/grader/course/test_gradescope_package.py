@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
+from grader.judge import rescore
 from grader.records import gradescope, gradescope_gpu
 from grader.records.model import Performance, ProblemResult, Result, TestResult
 from tests.grader.course import gradescope_schema
@@ -181,7 +182,7 @@ def test_gpu_grades_come_in_by_email_or_sid_for_the_same_files_only(tmp_path: Pa
     users = [{"email": "Ada@uni.edu", "name": "Ada", "sid": "s-7"}]
     found = gradescope_gpu.match(grades, users, "abc")
     assert found.record is not None and "same files" in found.note
-    data = gradescope.as_dict(gradescope_gpu.merge(cpu, found.record))
+    data = gradescope.as_dict(rescore.with_gpu_performance(cpu, found.record))
     assert data["score"] == 14.0 and gradescope_schema.check(data) == []
     assert {"name": "gelu", "value": 1.2, "order": "desc"} in data["leaderboard"]
     other = gradescope_gpu.match(grades, users, "changed since")

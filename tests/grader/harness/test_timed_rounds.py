@@ -275,7 +275,7 @@ def test_review_marks_a_large_speedup_without_taking_points() -> None:
 @pytest.mark.parametrize("cheat", [False, True])
 def test_checks_left_for_after_the_window_withhold_the_points_when_they_run(cheat: bool) -> None:
     """Timing no longer checks its sampled rounds inside the exclusive window: `ShapeChecks` carries
-    them to `ProblemRun.finish`, which runs them and only then scores. A wrong round still costs
+    them to `problem_result.finish`, which runs them and only then scores. A wrong round still costs
     the performance points; its honest twin keeps them."""
     switches = {} if cheat else {"FULL_CALLS": 10**9}
     fn = load(CHEATS / "partial-work-later" / "matmul.py", **switches).triton_matmul

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.judge.scoring import assign_case_points, finish_problem, geomean, performance_fraction
+from grader.judge.scoring import assign_case_points, finish_problem, performance_fraction
 from grader.records.model import Performance, ProblemResult, TestResult
 from grader.spec.load import load_assignment
 from grader.spec.model import DEFAULT_SPEC, Thresholds, Tier
@@ -110,10 +110,6 @@ def test_tiers() -> None:
 def test_thresholds_must_be_ordered() -> None:
     with pytest.raises(ValueError):
         Thresholds(full_at=0.5, zero_at=0.9)
-
-
-def test_geomean() -> None:
-    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
 
 
 @pytest.mark.parametrize("cases", [1, 3, 7, 11, 13, 14])

@@ -20,7 +20,6 @@ import pytest
 
 from grader import leaderboard
 from grader.commands.leaderboard import add_parser, cmd_leaderboard
-from grader.judge.scoring import geomean
 from grader.leaderboard.inputs import Entry, LeaderboardError, find_result_files
 from grader.leaderboard.names import SALT_ENV, display_names, pseudonym
 from grader.leaderboard.ranking import select
@@ -34,6 +33,7 @@ from grader.records.model import (
     ShapeTiming,
     SubmissionRef,
     TestResult,
+    geomean,
 )
 
 GPU = "NVIDIA H200"

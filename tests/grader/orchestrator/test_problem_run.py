@@ -15,7 +15,7 @@ import torch
 
 from grader import protocol
 from grader.judge import performance, round_checks
-from grader.orchestrator import gpu_lease, timed_shapes
+from grader.orchestrator import gpu_lease, problem_result, timed_shapes
 from grader.orchestrator.options import GradeOptions
 from grader.orchestrator.problem_run import ProblemRun
 from grader.records.model import ShapeTiming
@@ -118,11 +118,11 @@ def test_the_kernel_cache_is_copied_after_the_window_not_inside_it(make_submissi
         run.spawn()
         tests = run.check()
         assert tests and all(t.status == "passed" for t in tests), tests
-        run.measure(tests)
+        timed_shapes.measure(run, tests)
         held = run.held_kernels
         assert run.worker is None and held is not None  # stopped, its cache held
         assert run.kernel_slot is not None and not run.kernel_slot.exists()  # nothing copied in the window
-        run.finish(tests)
+        problem_result.finish(run, tests)
         assert (run.kernel_slot / "KEY" / "gelu.cubin").read_text() == "compiled"
         assert run.held_kernels is None and held.ns_fd == -1  # let go of once copied
     finally:

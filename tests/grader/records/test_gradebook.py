@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge import flags
-from grader.records import gradebook
+from grader.records import flags, gradebook
 from grader.records.model import (
     AssignmentRef,
     Finding,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from grader.records.model import SCHEMA_VERSION, Result
+from grader.records.model import SCHEMA_VERSION, Result, geomean
 from grader.records.report import gradescope, write_result
 
 
@@ -104,3 +105,8 @@ def test_a_record_with_the_removed_compile_aside_phase_still_reads() -> None:
     other = {**phases, "not_a_phase_s": 1.0}  # any other unknown field is still refused
     with pytest.raises(ValidationError, match="not_a_phase_s"):
         Result.model_validate(_v1([{**problem, "phases": other}], schema_version=SCHEMA_VERSION))
+
+
+def test_geomean() -> None:
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert math.isnan(geomean([]))

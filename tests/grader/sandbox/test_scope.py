@@ -22,7 +22,7 @@ import pytest
 
 from grader import ROOT
 from grader.sandbox import scope
-from grader.sandbox.plan import IsolationPlan
+from grader.sandbox.isolation import IsolationPlan
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the transient uid's sweep needs root")
 
