@@ -145,6 +145,7 @@ def error_result(
             )
             for p in problems
         ],
+        flags=[],  # nothing graded: nothing to look at but the error, which the row shows
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from grader.records import flags
 from grader.records.model import ProblemResult, Result, TestResult
 from grader.spec.model import Case, Problem, Thresholds
 
@@ -95,11 +96,12 @@ def finish_problem(result: ProblemResult, fatal: bool) -> ProblemResult:
 
 
 def total(result: Result) -> Result:
-    """The result's score, maximum and pending points from its problems: the one place they are added up."""
+    """The result's score, maximum and pending points from its problems: the one place they are
+    added up, as a grading or a re-scoring finishes the record; its flags are kept with them."""
     problems = result.problems
     result.score = round(sum(p.score for p in problems), 4)
     result.max_score = sum(p.max_score for p in problems)
     result.pending_score = round(
         sum(p.performance.max_score for p in problems if p.performance and p.performance.status == "not_measured"), 4
     )
-    return result
+    return flags.settle(result)

@@ -210,7 +210,7 @@ def _ranking_row(entry: Entry, rank: int, shown: str, problems: list[dict[str, A
         ],
         "gpu": r.environment.device,
         "graded_at": r.graded_at,
-        "review": any(f.kind == "review" for f in flags.result_flags(r)),
+        "review": any(f.kind == "review" for f in flags.of(r)),
     }
 
 

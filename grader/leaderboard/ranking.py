@@ -26,12 +26,12 @@ class Selection:
 
 def flag_reasons(result: Result) -> list[str]:
     """Why a result cannot be ranked: failed kernel checks and timing the grader did not trust."""
-    return [f"{f.label}: {f.detail}" for f in flags.result_flags(result) if f.blocking]
+    return [f"{f.label}: {f.detail}" for f in flags.of(result) if f.blocking]
 
 
 def review_reasons(result: Result) -> list[str]:
     """What staff should look at in a ranked result (a speed to review, scan findings): points stand."""
-    return [f"{f.label}: {f.detail}" for f in flags.result_flags(result) if not f.blocking]
+    return [f"{f.label}: {f.detail}" for f in flags.of(result) if not f.blocking]
 
 
 def problem_speedup(problem: ProblemResult) -> float | None:

@@ -33,7 +33,7 @@ def build_staff_data(
     )
     rows = []
     for entry in sorted(chosen, key=lambda e: e.student):
-        found = flags.result_flags(entry.result)
+        found = flags.of(entry.result)
         if not found:
             continue
         rows.append(

@@ -3,41 +3,19 @@
 A zero can mean "broken" (a crash, a wrong answer) or "caught" (a failed kernel check, timing
 that could not be trusted). The gradebook, summary.json, Gradescope's output, report.html and
 the leaderboard all show the same flags, computed here from the result record alone, so a TA
-tells one from the other at a glance without opening each student's files.
+tells one from the other at a glance without opening each student's files. They are computed
+once, as a record is finished (`settle`), and kept in it (`Result.flags`); readers take them
+from there (`of`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
-from grader.records.model import ProblemResult, Result
+from grader.records.model import Flag, ProblemResult, Result
 
 #: scan findings that are not evidence for a person to weigh: a file that does not parse is an
 #: error the problem's import already reports (its line stays in the report), not a cheat's trace
 NOT_EVIDENCE = frozenset({"syntax-error"})
-FlagKind = Literal["kernel check failed", "timing flagged", "review", "scan findings"]
-#: flags that keep a result off the public ranking (points are not earned fairly)
-BLOCKING: frozenset[str] = frozenset({"kernel check failed", "timing flagged"})
 MAX_DETAIL = 300
-
-
-@dataclass(frozen=True)
-class Flag:
-    """One thing to look at: its kind, the problem it concerns, and why (for staff eyes)."""
-
-    kind: FlagKind
-    problem: str
-    detail: str
-
-    @property
-    def label(self) -> str:
-        """The short form shown in a gradebook cell: '<problem>: kernel check failed'."""
-        return f"{self.problem}: {self.kind}"
-
-    @property
-    def blocking(self) -> bool:
-        return self.kind in BLOCKING
 
 
 def _short(text: str) -> str:
@@ -54,20 +32,25 @@ def problem_flags(problem: ProblemResult) -> list[Flag]:
     flags: list[Flag] = []
     cheat = kernel_check_failure(problem)
     if cheat is not None:
-        flags.append(Flag("kernel check failed", problem.name, _short(cheat)))
+        flags.append(Flag(kind="kernel check failed", problem=problem.name, detail=_short(cheat)))
     perf = problem.performance
     if perf is not None:
         shape_flags = [f"{s.name}: {text}" for s in perf.shapes for text in s.flags]
         if shape_flags or perf.status == "flagged":
             flags.append(
-                Flag("timing flagged", problem.name, _short("; ".join(shape_flags) or perf.reason or "no reason given"))
+                Flag(
+                    kind="timing flagged",
+                    problem=problem.name,
+                    detail=_short("; ".join(shape_flags) or perf.reason or "no reason given"),
+                )
             )
         if perf.review:
-            flags.append(Flag("review", problem.name, _short(perf.review)))
+            flags.append(Flag(kind="review", problem=problem.name, detail=_short(perf.review)))
     evidence = [f for f in problem.findings if f.rule not in NOT_EVIDENCE]
     if evidence:
         rules = sorted({f.rule for f in evidence})
-        flags.append(Flag("scan findings", problem.name, _short(f"{len(evidence)} finding(s): {', '.join(rules)}")))
+        detail = _short(f"{len(evidence)} finding(s): {', '.join(rules)}")
+        flags.append(Flag(kind="scan findings", problem=problem.name, detail=detail))
     return flags
 
 
@@ -86,6 +69,17 @@ def result_flags(result: Result) -> list[Flag]:
     return flags
 
 
+def settle(result: Result) -> Result:
+    """Compute the record's flags and keep them in it: once, where a record is finished."""
+    result.flags = result_flags(result)
+    return result
+
+
+def of(result: Result) -> list[Flag]:
+    """The flags a record holds (computed for one written before they were kept)."""
+    return result.flags if result.flags is not None else result_flags(result)
+
+
 def labels(result: Result | None) -> str:
     """The gradebook's flags cell: labels joined by '; ' (empty when nothing to look at)."""
-    return "; ".join(f.label for f in result_flags(result)) if result is not None else ""
+    return "; ".join(f.label for f in of(result)) if result is not None else ""

@@ -105,7 +105,7 @@ def _leaderboard(result: Result) -> list[LeaderboardEntry] | None:
         for p in result.problems
         if p.performance and p.performance.status == "measured" and p.performance.ratio_geomean
     }
-    if not ratios or any(f.blocking for f in flags.result_flags(result)):
+    if not ratios or any(f.blocking for f in flags.of(result)):
         return None
     entries = [LeaderboardEntry(name=name, value=round(value, 4)) for name, value in ratios.items()]
     entries.append(LeaderboardEntry(name="overall speedup", value=round(geomean(list(ratios.values())), 4)))
@@ -124,7 +124,7 @@ def _summary_output(result: Result) -> str:
         lines = [f"{pts(result.score):g} / {pts(result.max_score):g}"]
         if result.pending_score:
             lines.append(f"{result.pending_note()}: not measured here, neither zero nor full")
-    found = flags.result_flags(result)
+    found = flags.of(result)
     if found:
         lines.append("Flags for the course staff: " + "; ".join(f.label for f in found))
     lines += result.warnings
@@ -156,7 +156,7 @@ def build(result: Result, notes: list[str] | None = None) -> GradescopeResults:
         output="\n".join([_summary_output(result), *(notes or [])]),
         extra_data={
             "status": result.status,
-            "flags": [f.label for f in flags.result_flags(result)],
+            "flags": [f.label for f in flags.of(result)],
             "sha256": result.submission.sha256,
             "assignment_version": result.assignment.version,
         },

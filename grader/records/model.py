@@ -261,6 +261,28 @@ class RunEnvironment(Record):
     interpreter: bool = False
 
 
+FlagKind = Literal["kernel check failed", "timing flagged", "review", "scan findings"]
+#: flags that keep a result off the public ranking (points are not earned fairly)
+BLOCKING: frozenset[str] = frozenset({"kernel check failed", "timing flagged"})
+
+
+class Flag(Record):
+    """One thing for a person to look at: its kind, the problem it concerns, and why (staff eyes)."""
+
+    kind: FlagKind
+    problem: str
+    detail: str
+
+    @property
+    def label(self) -> str:
+        """The short form shown in a gradebook cell: '<problem>: kernel check failed'."""
+        return f"{self.problem}: {self.kind}"
+
+    @property
+    def blocking(self) -> bool:
+        return self.kind in BLOCKING
+
+
 class Result(Record):
     schema_version: int = SCHEMA_VERSION
 
@@ -285,6 +307,10 @@ class Result(Record):
     error_kind: ErrorKind | None = None
     warnings: list[str] = Field(default_factory=list)
     problems: list[ProblemResult]
+    #: computed once, by whatever finished the record (grader.records.flags.settle: a grading, a
+    #: re-scoring); every writer and the leaderboard read them. None in a record written before
+    #: they were kept: `flags.of` computes them then
+    flags: list[Flag] | None = None
 
     def pending_note(self) -> str:
         """What a total without a GPU leaves out, said next to it wherever it is shown ("" on a GPU)."""

@@ -80,7 +80,7 @@ def writeup_section(anchor: str, writeup: Path = WRITEUP) -> str:
 
 def render_html(result: Result, alias: str | None = None) -> str:
     """The student's report; `alias`: their name on the class's leaderboard, which the course layer knows."""
-    from grader.records.flags import result_flags
+    from grader.records import flags
 
     problems = sorted(result.problems, key=lambda p: STATUS_ORDER.get(p.status, 9))
     return (
@@ -90,7 +90,7 @@ def render_html(result: Result, alias: str | None = None) -> str:
             r=result,
             problems=problems,
             groups={p.name: failure_groups(p.tests) for p in result.problems},
-            flags=result_flags(result),
+            flags=flags.of(result),
             alias=alias,
             writeup={p.name: writeup_section(p.writeup_section) for p in result.problems if p.writeup_section},
         )

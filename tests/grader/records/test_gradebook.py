@@ -176,3 +176,27 @@ def test_a_cpu_total_says_what_a_gpu_measures_next_to_it() -> None:
     row = gradebook.row("s", graded, ["gelu"])
     assert row["not_measured"] == "50 performance points are measured on a GPU"
     assert gradebook.row("g", result(), ["gelu"])["not_measured"] == ""
+
+
+def test_flags_are_kept_in_the_record_once_and_read_from_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grading finishes a record with its flags (scoring.total); every writer and the
+    leaderboard read them back instead of computing them again; an older record computes them."""
+    from grader.judge import scoring
+    from grader.records import gradescope
+    from grader.records.report import render_html
+
+    finished = scoring.total(result(problems=[cheat()]))
+    assert [f.label for f in finished.flags or []] == ["gelu: kernel check failed", "gelu: scan findings"]
+    stored = Result.model_validate_json(finished.model_dump_json())
+    assert stored.flags == finished.flags
+    old = json.loads(finished.model_dump_json())
+    del old["flags"]  # a record written before flags were kept
+    assert flags.of(Result.model_validate(old)) == finished.flags
+
+    def computed_again(record: Result) -> list[flags.Flag]:
+        raise AssertionError("a writer computed the flags again")
+
+    monkeypatch.setattr(flags, "result_flags", computed_again)
+    assert gradebook.row("c", stored, ["gelu"])["flags"] == "gelu: kernel check failed; gelu: scan findings"
+    assert "gelu: kernel check failed" in render_html(stored)
+    assert gradescope.as_dict(stored)["extra_data"]["flags"] == ["gelu: kernel check failed", "gelu: scan findings"]
