@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.batch.results import error_result
+from grader.batch.results import commit_result, error_result
 from grader.batch.tasks import Task
 from grader.launch import GradeCommand
 from grader.records.model import ErrorKind, Result
+from grader.records.text import safe_text
 from grader.spec.model import Assignment, Problem
 
 
@@ -68,3 +69,22 @@ class Context:
     ) -> Result:
         """An error row that says nothing about the submission (the grading broke): graded again on resume."""
         return self.error(task, reason, isolation, duration, gpu, kind="infrastructure")
+
+
+def commit_or_error(ctx: Context, task: Task, result: Result) -> Result:
+    """Commit `result`; one that cannot be written becomes this student's error row instead.
+
+    Whatever a submission made of its result (issue 17: text no encoder takes), the batch goes
+    on, and the error row is kept, so that a re-run does not stop at the same student either.
+    """
+    try:
+        commit_result(result, task.out)
+        return result
+    except Exception as exc:  # noqa: BLE001 - any failure here is this student's, never the batch's
+        reason = f"the grader could not write this student's result: {type(exc).__name__}: {safe_text(str(exc))[:300]}"
+        error = ctx.error(task, reason, result.environment.isolation, result.duration_s)
+        try:
+            commit_result(error, task.out)
+        except Exception:  # noqa: BLE001 - the gradebook still gets the row
+            pass
+        return error

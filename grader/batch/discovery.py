@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.batch import archives, gradescope_metadata
 from grader.batch.errors import BatchError
-from grader.course import archives, gradescope_metadata
 
 WORK = ".work"
 RESERVED = {"gradebook.csv", "summary.json", WORK}

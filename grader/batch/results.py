@@ -11,7 +11,6 @@ import json
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -21,11 +20,7 @@ from grader.records import gradebook
 from grader.records.files import write_atomic
 from grader.records.model import AssignmentRef, ErrorKind, ProblemResult, Result, RunEnvironment, SubmissionRef
 from grader.records.report import gradescope_json, render_html
-from grader.records.text import safe_text
 from grader.spec.model import Assignment, Problem
-
-if TYPE_CHECKING:
-    from grader.batch.context import Context
 
 MAX_RESULT_BYTES = 32 << 20
 
@@ -79,25 +74,6 @@ def commit_result(result: Result, out: Path) -> None:
     )
     write_atomic(out / "gradescope" / "results.json", gradescope_json(result))
     write_atomic(out / "result.json", result.model_dump_json(indent=2))
-
-
-def commit_or_error(ctx: Context, task: Task, result: Result) -> Result:
-    """Commit `result`; one that cannot be written becomes this student's error row instead.
-
-    Whatever a submission made of its result (issue 17: text no encoder takes), the batch goes
-    on, and the error row is kept, so that a re-run does not stop at the same student either.
-    """
-    try:
-        commit_result(result, task.out)
-        return result
-    except Exception as exc:  # noqa: BLE001 - any failure here is this student's, never the batch's
-        reason = f"the grader could not write this student's result: {type(exc).__name__}: {safe_text(str(exc))[:300]}"
-        error = ctx.error(task, reason, result.environment.isolation, result.duration_s)
-        try:
-            commit_result(error, task.out)
-        except Exception:  # noqa: BLE001 - the gradebook still gets the row
-            pass
-        return error
 
 
 def remove_partial_files(out: Path) -> int:

@@ -27,14 +27,14 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from grader.batch.context import Context, selected_problems
+from grader.batch.context import Context, commit_or_error, selected_problems
 from grader.batch.discovery import WORK, Entry, discover
 from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
 from grader.batch.order import heaviest_first
-from grader.batch.results import alone_note, commit_or_error, commit_result, contention, previous, remove_partial_files
+from grader.batch.results import alone_note, commit_result, contention, previous, remove_partial_files
 from grader.batch.resume import ResumeChanges
-from grader.batch.runner_choice import make_runner
+from grader.batch.runner_choice import ClusterRunners, make_runner
 from grader.batch.runners import Runner
 from grader.batch.tasks import Task, prepare
 from grader.containers.docker import Cancelled
@@ -251,8 +251,11 @@ def closing_report(console: Console, rows: list[dict[str, Any]], book: ClassBook
     console.print(f"wrote {files} and a folder per student in {book.out}")
 
 
-def run_batch(batch: BatchOptions) -> int:
-    """`grader batch`: grade every entry of batch.submissions into batch.out. Returns the exit code."""
+def run_batch(batch: BatchOptions, cluster: ClusterRunners | None = None) -> int:
+    """`grader batch`: grade every entry of batch.submissions into batch.out. Returns the exit code.
+
+    `cluster`: how a Ray or Slurm backend makes its runner (grader.cluster.make_runner), for
+    `--backend ray|slurm`."""
     # in a log (no terminal) Rich would wrap the class's table at 80 columns, a word a line
     console = Console() if sys.stdout.isatty() else Console(width=200)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -263,7 +266,7 @@ def run_batch(batch: BatchOptions) -> int:
     warnings = [_warn_secret(console)] if ctx.command.secret == DEFAULT_SECRET else []
     with BatchLock(batch.out / ".batch.lock"):
         shutil.rmtree(batch.out / WORK, ignore_errors=True)  # leftovers of a killed run: redone below
-        runner, meta = make_runner(ctx, batch, console)
+        runner, meta = make_runner(ctx, batch, console, cluster)
         meta = {
             "assignment": assignment.assignment.name,
             "version": assignment.assignment.version,

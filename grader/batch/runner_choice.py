@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -15,16 +16,22 @@ from grader.batch.errors import BatchError
 from grader.batch.options import BatchOptions
 from grader.batch.runners import DockerRunner, Runner, SubprocessRunner
 
+#: a cluster backend's runner maker (grader.cluster.make_runner), handed in by whoever starts the
+#: batch: the cluster builds on this package, never the other way round
+ClusterRunners = Callable[[Context, BatchOptions, Console], tuple[Runner, dict[str, Any]]]
 
-def make_runner(ctx: Context, options: BatchOptions, console: Console) -> tuple[Runner, dict[str, Any]]:
+
+def make_runner(
+    ctx: Context, options: BatchOptions, console: Console, cluster: ClusterRunners | None = None
+) -> tuple[Runner, dict[str, Any]]:
     """The runner and the gradebook's metadata about it."""
     from grader.containers.gpus import parse_gpus
 
     out = options.out
     if options.backend != "local":
-        from grader.cluster import make_runner as make_cluster_runner  # Ray or Slurm: grader/cluster/
-
-        return make_cluster_runner(ctx, options, console)
+        if cluster is None:
+            raise BatchError(f"--backend {options.backend}: no cluster backend was handed to this batch")
+        return cluster(ctx, options, console)
     gpus = parse_gpus(options.gpus)
     jobs = options.jobs or 1
     if options.docker is not None:

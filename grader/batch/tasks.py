@@ -1,6 +1,6 @@
 """One student's task: the entry unpacked (archives) or checked (folders), located and hashed.
 
-Archives are unpacked by grader.course.archives into OUT/.work/<student>/ and never trusted; a folder
+Archives are unpacked by grader.batch.archives into OUT/.work/<student>/ and never trusted; a folder
 entry gets the same rules. What cannot be unpacked becomes the task's error, never the batch's.
 """
 
@@ -12,8 +12,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.batch import archives
 from grader.batch.discovery import WORK, Entry
-from grader.course import archives
 from grader.records.files import file_sha256, submission_hash
 
 DEFAULT_LIMITS = archives.Limits()

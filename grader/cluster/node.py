@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.batch import archives
 from grader.batch.context import Context, selected_problems
 from grader.batch.discovery import Entry
 from grader.batch.results import MAX_RESULT_BYTES
 from grader.batch.runners import ROOT, DockerRunner, SubprocessRunner
 from grader.batch.tasks import Task
-from grader.course import archives
 from grader.launch import GradeCommand
 from grader.records.files import submission_files
 from grader.records.model import Result

@@ -119,4 +119,9 @@ def options_from_args(args: argparse.Namespace) -> BatchOptions:
 def run(args: argparse.Namespace) -> int:
     from grader.batch.run import run_batch
 
-    return run_batch(options_from_args(args))
+    options = options_from_args(args)
+    if options.backend == "local":
+        return run_batch(options)
+    from grader.cluster import make_runner  # Ray or Slurm: the cluster builds on grader.batch
+
+    return run_batch(options, make_runner)

@@ -60,7 +60,7 @@ def harden(source: Path, upload: Path, metadata: Path, results: Path) -> None:
 
 def submission_folder(upload: Path, scratch: Path, modules: list[str]) -> Path:
     """The folder to grade: the upload, a folder in it, or an archive it holds (`grader pack`'s)."""
-    from grader.course import archives
+    from grader.batch import archives
 
     wanted = [f"{m}.py" for m in modules]
     if not upload.is_dir() or not any(upload.iterdir()):
@@ -104,7 +104,7 @@ def student_notes(hidden_tests: int, pending_points: float, gpu_note: str) -> li
 
 
 def _graded(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None) -> str:
-    from grader.course import gradescope_metadata
+    from grader.batch import gradescope_metadata
     from grader.judge import rescore
     from grader.launch import GradeCommand, hidden_paths
     from grader.records import gradescope, gradescope_gpu

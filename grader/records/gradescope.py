@@ -1,5 +1,5 @@
 """Gradescope's results.json, built from a pydantic model of its format (its submission metadata
-is read by `grader.course.gradescope_metadata`).
+is read by `grader.batch.gradescope_metadata`).
 
 The format is Gradescope's "Autograder Specifications" (gradescope-autograders.readthedocs.io,
 specs): a top-level score, output, output_format and visibility; tests with name, score,

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from grader.course import archives
+from grader.batch import archives
 from grader.course.service import quotas, store, tokens, uploads, views
 from grader.course.service.limits import ANONYMOUS_PER_MINUTE, RateLimiter, SlowBody, TooLarge, read_body
 from grader.course.service.scheduler import Scheduler

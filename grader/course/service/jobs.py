@@ -16,12 +16,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from grader.batch import archives
 from grader.batch.context import Context, selected_problems
 from grader.batch.discovery import Entry
 from grader.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWANCE_S, BatchOptions
 from grader.batch.tasks import Task, prepare
 from grader.containers.docker import Cancelled
-from grader.course import archives
 from grader.launch import GradeCommand
 from grader.records.model import Result
 from grader.spec.load import load_assignment

@@ -14,8 +14,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from grader.course import archives
-from grader.course.archive_limits import ArchiveError, Limits
+from grader.batch import archives
+from grader.batch.archive_limits import ArchiveError, Limits
 from grader.course.service.limits import RateLimiter
 
 #: a packed submission is four kernel files: generous, and each refusal stays cheap

@@ -98,7 +98,7 @@ class FakeGrade:
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeGrade:
     grade = FakeGrade()
 
-    def make_runner(ctx: Any, options: Any, console: Any) -> tuple[FakeGrade, dict[str, Any]]:
+    def make_runner(ctx: Any, options: Any, console: Any, cluster: Any = None) -> tuple[FakeGrade, dict[str, Any]]:
         grade.ctx = ctx
         return grade, {"mode": "subprocess", "gpus": [], "jobs": 1}
 

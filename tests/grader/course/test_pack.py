@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from grader import cli
+from grader.batch import archives
 from grader.batch.discovery import discover
 from grader.batch.tasks import prepare
-from grader.course import archives
 from grader.records.files import submission_hash
 from grader.spec.load import load_assignment
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from grader.batch import gradescope_metadata
 from grader.batch.discovery import read_gradescope_metadata
-from grader.course import gradescope_metadata
 from grader.records import gradescope
 from grader.records.model import (
     AssignmentRef,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.course.archive_limits import ArchiveError, Limits
-from grader.course.archives import archive_suffix, find_submission_root, strip_archive_suffix, unpack
+from grader.batch.archive_limits import ArchiveError, Limits
+from grader.batch.archives import archive_suffix, find_submission_root, strip_archive_suffix, unpack
 from grader.spec.load import load_assignment
 
 MODULES = [p.module for p in load_assignment(hidden=False).problems]

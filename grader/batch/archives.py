@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from grader.course.archive_limits import ArchiveError, Budget, Clock, Inflated, Limits
+from grader.batch.archive_limits import ArchiveError, Budget, Clock, Inflated, Limits
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar")
 # Looks like an archive but cannot be read here: an error row, not a silently ignored file.
