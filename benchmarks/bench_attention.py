@@ -48,8 +48,8 @@ import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from grader.loading import load_file  # noqa: E402
-from grader.problems.flash_attention import attention_definition, find_saved_lse  # noqa: E402
+from grader.engine.loading import load_file  # noqa: E402
+from grader.engine.problems.flash_attention import attention_definition, find_saved_lse  # noqa: E402
 
 DEFAULT_IMPL = os.path.join(ROOT, "reference", "flash_attention.py")
 LEADERBOARD_MS = 5.364  # CS336 2025 best, H100, (1, 16, 16384, 64) bf16 causal fwd + bwd

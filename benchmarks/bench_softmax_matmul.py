@@ -32,7 +32,7 @@ from triton.testing import do_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from grader.loading import load_file  # noqa: E402
+from grader.engine.loading import load_file  # noqa: E402
 
 T0 = time.time()
 LOG = []

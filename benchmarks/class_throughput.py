@@ -4,7 +4,7 @@ The class is the given submission folders (default: the bundled examples, the st
 graded as a student, and the honest corpus), each graded once per secret. The concurrent batch
 runs first, on cold per-student kernel caches, and the serial one after it, on warm ones, so
 the speedup printed is a lower bound. For every student and problem timed in both, the
-concurrent ratio is printed beside the serial one: the lease (grader/orchestrator/gpu_lease.py)
+concurrent ratio is printed beside the serial one: the lease (grader/engine/orchestrator/gpu_lease.py)
 should leave them within the grading noise, and the reference against itself near 1.
 
     python benchmarks/class_throughput.py --out /tmp/class [--jobs auto,1] [--secrets a,b] [--problems gelu,softmax]
@@ -105,7 +105,7 @@ def shared_jobs(jobs: str, ways: int, device: str) -> str:
     if jobs == "auto":
         if device != "cuda":
             return "1"
-        from grader.batch.concurrency import auto_per_gpu
+        from grader.course.batch.concurrency import auto_per_gpu
 
         return str(max(1, auto_per_gpu() // ways))
     return str(max(1, int(jobs) // ways))

@@ -3,7 +3,7 @@
 The honest corpus (tests/honest) must get full correctness and a measured, unflagged performance
 on every problem it lists; the adversarial corpus's GPU entries and every honest twin
 (tests/adversarial) must get their verdicts. Gradings run `--jobs` at a time (auto: as `grader
-batch` chooses, grader/batch/concurrency.py): their correctness together, their timing one at a
+batch` chooses, grader/course/batch/concurrency.py): their correctness together, their timing one at a
 time through the GPU's lease, exactly as a batch grades a class. Entries marked `alone` (an
 attack on the GPU's shared memory) are graded after the others, one at a time. Prints a markdown
 table as rows land, says which entries did not run and where the class's time went (each
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import block_rows  # noqa: E402  (what full marks are)
-from grader.spec.load import load_assignment  # noqa: E402
+from grader.engine.spec.load import load_assignment  # noqa: E402
 from tests.adversarial import test_corpus as adversarial  # noqa: E402  (its builder and twins)
 from tests.honest import test_corpus as honest  # noqa: E402  (what an honest entry's performance must be)
 
@@ -377,7 +377,7 @@ def jobs_at_once(text: str, device: str) -> int:
         return max(1, int(text))
     if device == "cpu":
         return max(1, os.cpu_count() or 1)
-    from grader.batch.concurrency import auto_per_gpu
+    from grader.course.batch.concurrency import auto_per_gpu
 
     return auto_per_gpu()
 

@@ -2,7 +2,7 @@
 device-activity check, before it is built): for every device event of one watched call of the
 correct example's four forwards, its name, and the CPU event that launched it (matched by the
 profiler's correlation id) with the innermost range around that: a Triton launch of the
-submission (`grader.harness.watch.LAUNCH`), an aten op, or neither.
+submission (`grader.engine.harness.watch.LAUNCH`), an aten op, or neither.
 
 GPU only: `python benchmarks/device_activity_probe.py` (prints one line per device kernel).
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from grader.harness import watch
-from grader.harness.recording import Recording
+from grader.engine.harness import watch
+from grader.engine.harness.recording import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """What a timed round's refill costs, and a candidate that may cost half as much.
 
-Verified timing gives every input new contents before every timed round (grader/harness/timed_rounds.py).
+Verified timing gives every input new contents before every timed round (grader/engine/harness/timed_rounds.py).
 PyTorch's `normal_` does that at about 400 G values/s on the H200, which for GeLU's 16384² inputs
 costs as much as the kernel being timed; it is most of verified timing's cost (docs/performance.md).
 Triton's own `tl.randn4x` was no faster (Philox-10 and Box-Muller are compute-bound either way).

@@ -59,7 +59,7 @@ BLOCK=${BLOCK:-${1:-1}}
 #      against budget per shape
 #   2. the same four at once, twice (four `grader grade` processes on one GPU): the same verdicts,
 #      ratios within 2% of (1), every result written
-#   3. the memory-budget GPU tests (tests/grader/harness/test_memory_budget.py)
+#   3. the memory-budget GPU tests (tests/grader/engine/harness/test_memory_budget.py)
 #   device run: BLOCK=budget bash benchmarks/gpu_block.sh   (STEPS="1 2 3" by default; STEPS=2,3 as well)
 part_budget() {
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -107,8 +107,8 @@ for s in ${STEPS//,/ }; do  # "2 3" or 2,3
       done
     done ;;
   3)
-    step "pytest -m gpu tests/grader/harness/test_memory_budget.py"
-    timeout "$(left)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/grader/harness/test_memory_budget.py 2>&1 | tail -n 15
+    step "pytest -m gpu tests/grader/engine/harness/test_memory_budget.py"
+    timeout "$(left)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/grader/engine/harness/test_memory_budget.py 2>&1 | tail -n 15
     echo "ROW gpu-tests: exit ${PIPESTATUS[0]}" ;;
   esac
 done
@@ -317,8 +317,8 @@ step() { echo; echo "== [$(date +%T)] $*"; }
 #   pip download --no-deps --only-binary=:all: -d .whl einops==0.8.2
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-warn-script-location .whl/*.whl; fi
 # every problem of the spec, in its order (PROBLEMS=gelu,softmax picks some); after the wheels: the spec needs pydantic
-PROBLEMS=${PROBLEMS:-$(python3 -c "from grader.spec.load import load_assignment; print(','.join(p.name for p in load_assignment(hidden=False).problems))")}
-python3 -c "from grader.spec import versions; d = versions.differences(versions.graded()); print('environment:', '; '.join(d) or 'the grading pair')"
+PROBLEMS=${PROBLEMS:-$(python3 -c "from grader.engine.spec.load import load_assignment; print(','.join(p.name for p in load_assignment(hidden=False).problems))")}
+python3 -c "from grader.engine.spec import versions; d = versions.differences(versions.graded()); print('environment:', '; '.join(d) or 'the grading pair')"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -c "import torch, triton, pydantic; print('torch', torch.__version__, 'triton', triton.__version__, 'pydantic', pydantic.__version__)"
 K=$(echo "$PROBLEMS" | sed 's/,/ or /g')
@@ -462,8 +462,8 @@ if has profile; then
   step "grader grade examples/submissions/correct --profile --no-timing"
   python3 -m grader.cli grade examples/submissions/correct --out "$OUT/profile" --problems "$PROBLEMS" --profile \
       --no-timing 2>&1 | tail -n 60
-  python3 -m pytest -q -p no:cacheprovider tests/grader/harness/test_kernel_profile.py \
-      tests/grader/orchestrator/test_grade.py -k profile 2>&1 | tail -n 5
+  python3 -m pytest -q -p no:cacheprovider tests/grader/engine/harness/test_kernel_profile.py \
+      tests/grader/engine/orchestrator/test_grade.py -k profile 2>&1 | tail -n 5
 fi
 if has agreement; then
   step "timing agreement with do_bench"
@@ -485,7 +485,7 @@ if has attention; then
 fi
 if has tests; then
   step "GPU tests of the framework"
-  # GPU_TESTS narrows it (files or folders): GPU_TESTS=tests/grader/orchestrator STEPS=tests
+  # GPU_TESTS narrows it (files or folders): GPU_TESTS=tests/grader/engine/orchestrator STEPS=tests
   python3 -m pytest ${GPU_TESTS:-tests} -q -p no:cacheprovider -m gpu -rs 2>&1 | tail -n 25
   # REFERENCE_TESTS picks the reference's own tests (they run only where GPU_TESTS is unset or it is set)
   if [ -z "${GPU_TESTS:-}" ] || [ -n "${REFERENCE_TESTS:-}" ]; then
@@ -618,7 +618,7 @@ PY
 t)
   # named GPU tests after a fix: TESTS="path ..." (default the share's lift)
   archive
-  step "pytest -m gpu ${TESTS:=tests/grader/harness/test_memory_share.py}"
+  step "pytest -m gpu ${TESTS:=tests/grader/engine/harness/test_memory_share.py}"
   # shellcheck disable=SC2086
   timeout "$(left)" python3 -m pytest $TESTS -q -p no:cacheprovider -m gpu -rs 2>&1 | tee "$OUT/gpu-tests-t.log" | tail -n 30
   summary=$(grep -E "^[0-9]+ (passed|failed)|^=+ .*(passed|failed|error)" "$OUT/gpu-tests-t.log" | tail -n 1)

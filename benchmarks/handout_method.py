@@ -17,7 +17,7 @@ import sys
 
 from method_comparison import Calls, compare
 
-from grader import timing  # noqa: E402  (after method_comparison, which puts the repository on sys.path)
+from grader.engine import timing  # noqa: E402  (after method_comparison, which puts the repository on sys.path)
 
 
 def synchronised_rounds(calls: Calls, rounds: int) -> list[float]:

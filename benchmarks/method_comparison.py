@@ -19,11 +19,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader import timing  # noqa: E402
-from grader.judge.performance import load_reference  # noqa: E402
-from grader.problems import REGISTRY  # noqa: E402
-from grader.problems.base import generator  # noqa: E402
-from grader.spec.load import load_assignment  # noqa: E402
+from grader.engine import timing  # noqa: E402
+from grader.engine.judge.performance import load_reference  # noqa: E402
+from grader.engine.problems import REGISTRY  # noqa: E402
+from grader.engine.problems.base import generator  # noqa: E402
+from grader.engine.spec.load import load_assignment  # noqa: E402
 
 ROUNDS = 5
 Calls = list[Callable[[], Any]]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader.records.model import Result  # noqa: E402
+from grader.engine.records.model import Result  # noqa: E402
 
 
 def main(a: str, b: str, within: float | None = None) -> int:

@@ -37,8 +37,8 @@ from grader.commands import (
     tokens,
     writeup,
 )
-from grader.sandbox import bytecode
-from grader.spec.model import SpecError
+from grader.engine.sandbox import bytecode
+from grader.engine.spec.model import SpecError
 
 console = Console(stderr=True)
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None, *, leave: bool = False) -> int:
     """Run one verb; its exit code. With `leave`, a verb that asks to (`leaves_at_once`) ends the
     process when it returns instead of going through Python's finalization."""
     args = build_parser().parse_args(argv)
-    bytecode.use_here()  # before a verb imports PyTorch (grader/sandbox/bytecode.py)
+    bytecode.use_here()  # before a verb imports PyTorch (grader/engine/sandbox/bytecode.py)
     code = _run(args)
     if leave and getattr(args, "leaves_at_once", False):
         _leave(code)

@@ -6,7 +6,7 @@ sets TRITON_INTERPRET=1 before Triton is imported, so there is nothing for you t
 
 The header says which torch and Triton are graded with when yours differ (and so does a warning),
 and your submission may import only what the grader has: the same import policy as the grader's
-workers is installed here before your files are imported (grader/harness/imports.py).
+workers is installed here before your files are imported (grader/engine/harness/imports.py).
 """
 
 from __future__ import annotations
@@ -22,21 +22,21 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from grader.handout import options  # noqa: E402
-from grader.handout.support import (  # noqa: E402  (after TRITON_INTERPRET)
+from grader.engine.handout import options  # noqa: E402
+from grader.engine.handout.support import (  # noqa: E402  (after TRITON_INTERPRET)
     REPLAY,
     BenchmarkRunner,
     CaseRunner,
     cases_for,
     memory_verdict,
 )
-from grader.harness import imports  # noqa: E402
-from grader.spec import versions  # noqa: E402
-from grader.spec.load import load_assignment  # noqa: E402
+from grader.engine.harness import imports  # noqa: E402
+from grader.engine.spec import versions  # noqa: E402
+from grader.engine.spec.load import load_assignment  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    # pyproject.toml loads grader.handout.options first (-p); this covers a run without its addopts
+    # pyproject.toml loads grader.engine.handout.options first (-p); this covers a run without its addopts
     options.register(parser)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chromium for the leaderboard's browser test (tests/grader/leaderboard/test_leaderboard.py).
+# Chromium for the leaderboard's browser test (tests/grader/course/leaderboard/test_leaderboard.py).
 # Playwright cannot download its own browser here, so the test drives Debian's chromium package.
 # Idempotent: does nothing when /usr/bin/chromium exists; does nothing (exit 0, browser tests then
 # skip) when not root or without apt-get. A failing apt-get as root is an error: CI must say so.

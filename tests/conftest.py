@@ -32,11 +32,11 @@ SLOWEST_FIRST = (
     "tests/adversarial/test_corpus.py",  # the adversarial corpus, graded once for the file: ~900 s
     "tests/adversarial/test_batch_corpus.py",  # batches in-process, in subprocesses, in containers: ~850 s
     "tests/honest/test_corpus.py",  # ~400 s
-    "tests/grader/cluster/test_ray_backend.py",  # two real Ray nodes, one killed: ~300 s
-    "tests/grader/cluster/test_slurm_backend.py",  # ~200 s
-    "tests/grader/containers/test_docker.py",  # ~200 s
-    "tests/grader/batch/test_class_walkthrough.py",
-    "tests/grader/batch/test_batch.py",
+    "tests/grader/course/cluster/test_ray_backend.py",  # two real Ray nodes, one killed: ~300 s
+    "tests/grader/course/cluster/test_slurm_backend.py",  # ~200 s
+    "tests/grader/course/containers/test_docker.py",  # ~200 s
+    "tests/grader/course/batch/test_class_walkthrough.py",
+    "tests/grader/course/batch/test_batch.py",
     "tests/grader/course/service/test_serve.py",
 )
 
@@ -61,7 +61,7 @@ def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
     """Gradings in the tests keep compiled kernels in a folder of their own, not the user's cache."""
     import os
 
-    from grader import kernel_cache
+    from grader.engine import kernel_cache
 
     before = os.environ.get(kernel_cache.ENV)
     os.environ[kernel_cache.ENV] = str(tmp_path_factory.mktemp("kernel-cache"))
@@ -78,7 +78,7 @@ def _private_reference_cache(tmp_path_factory: pytest.TempPathFactory):
     also runs student code, which must never reach the machine's reference cache."""
     import os
 
-    from grader.judge import reference_cache
+    from grader.engine.judge import reference_cache
 
     names = (
         reference_cache.ENV,

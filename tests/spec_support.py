@@ -6,7 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.spec.model import DEFAULT_SPEC
 
 
 def spec_with_limit(folder: Path, problem: str, seconds: int) -> Path:

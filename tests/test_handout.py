@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.spec.load import load_assignment
-from grader.timing import MAX_ROUNDS
+from grader.engine.spec.load import load_assignment
+from grader.engine.timing import MAX_ROUNDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,7 +74,7 @@ def test_benchmarks_print_the_grader_method_medians(tmp_path: Path) -> None:
 
 def test_a_problem_close_to_its_time_limit_is_warned_about_on_a_gpu() -> None:
     """The limit covers everything a problem does: the public cases taking half of it is news."""
-    from grader.loading import load_file
+    from grader.engine.loading import load_file
 
     conftest = load_file(ROOT / "handout" / "conftest.py")
     lines: list[str] = []

@@ -1,4 +1,4 @@
-"""`grader batch`: its command line, turned once into BatchOptions for grader.batch.run."""
+"""`grader batch`: its command line, turned once into BatchOptions for grader.course.batch.run."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from grader import launch
-from grader.batch.concurrency import parse_jobs
-from grader.batch.options import BatchOptions, ContainerOptions
 from grader.commands import cluster_options
-from grader.containers.docker import DEFAULT_MEMORY, DEFAULT_PIDS
+from grader.course.batch.concurrency import parse_jobs
+from grader.course.batch.options import BatchOptions, ContainerOptions
+from grader.course.containers.docker import DEFAULT_MEMORY, DEFAULT_PIDS
+from grader.engine.orchestrator import launch
 
 
 def add_parser(sub: Any) -> None:
@@ -117,11 +117,11 @@ def options_from_args(args: argparse.Namespace) -> BatchOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader.batch.run import run_batch
+    from grader.course.batch.run import run_batch
 
     options = options_from_args(args)
     if options.backend == "local":
         return run_batch(options)
-    from grader.cluster import make_runner  # Ray or Slurm: the cluster builds on grader.batch
+    from grader.course.cluster import make_runner  # Ray or Slurm: the cluster builds on grader.course.batch
 
     return run_batch(options, make_runner)

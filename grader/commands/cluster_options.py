@@ -6,10 +6,10 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from grader.cluster import BACKENDS
+from grader.course.cluster import BACKENDS
 
 if TYPE_CHECKING:
-    from grader.batch.options import RayOptions, SlurmOptions
+    from grader.course.batch.options import RayOptions, SlurmOptions
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,14 +27,14 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 def ray_options(args: argparse.Namespace) -> RayOptions:
     """What the --ray-* arguments ask for (`grader batch` and `grader serve` alike)."""
-    from grader.batch.options import RayOptions
+    from grader.course.batch.options import RayOptions
 
     return RayOptions(address=args.ray_address, resources=args.ray_resources)
 
 
 def slurm_options(args: argparse.Namespace) -> SlurmOptions:
     """What the --slurm-* arguments ask for (`grader batch` and `grader serve` alike)."""
-    from grader.batch.options import SlurmOptions
+    from grader.course.batch.options import SlurmOptions
 
     return SlurmOptions(
         partition=args.slurm_partition,

@@ -9,9 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from grader import launch
-from grader.spec import toml
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.orchestrator import launch
+from grader.engine.spec import toml
+from grader.engine.spec.model import DEFAULT_SPEC
 
 console = Console(stderr=True)
 
@@ -35,11 +35,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader.orchestrator.grade import grade
-    from grader.orchestrator.options import options_for
-    from grader.records.console import print_profiles, print_result
-    from grader.records.report import write_result
-    from grader.spec.load import load_assignment
+    from grader.engine.orchestrator.grade import grade
+    from grader.engine.orchestrator.options import options_for
+    from grader.engine.records.console import print_profiles, print_result
+    from grader.engine.records.report import write_result
+    from grader.engine.spec.load import load_assignment
 
     submission = Path(args.path)
     if not submission.is_dir():

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.spec.model import DEFAULT_SPEC
 
 
 def cmd_build(args: argparse.Namespace) -> int:

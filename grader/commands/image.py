@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.spec.model import DEFAULT_SPEC
 
 console = Console(stderr=True)
 
@@ -34,8 +34,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from grader.containers.image import build_image
-    from grader.spec.load import load_assignment
+    from grader.course.containers.image import build_image
+    from grader.engine.spec.load import load_assignment
 
     assignment = load_assignment(args.spec, hidden=False)
     version = assignment.assignment.version

@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime
 from pathlib import Path
 
-from grader.kernel_cache import ENV, TOTAL_ENV, default_root, evict, max_total_bytes, parse_size, slots
+from grader.engine.kernel_cache import ENV, TOTAL_ENV, default_root, evict, max_total_bytes, parse_size, slots
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,10 +10,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from grader.leaderboard.inputs import LeaderboardError
-from grader.leaderboard.names import SALT_ENV
-from grader.leaderboard.site import build_site
-from grader.leaderboard.staff import staff_folder
+from grader.course.leaderboard.inputs import LeaderboardError
+from grader.course.leaderboard.names import SALT_ENV
+from grader.course.leaderboard.site import build_site
+from grader.course.leaderboard.staff import staff_folder
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:

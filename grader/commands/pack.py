@@ -8,12 +8,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.spec.model import DEFAULT_SPEC
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
     from grader.course.pack import PackError, build_archive, run_public_tests
-    from grader.spec.load import load_assignment
+    from grader.engine.spec.load import load_assignment
 
     console = Console(stderr=True, soft_wrap=True)
     folder = Path(args.submission)

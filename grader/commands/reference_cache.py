@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grader.judge.reference_build import build
-from grader.judge.reference_cache import ENV, location, size
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.judge.reference_build import build
+from grader.engine.judge.reference_cache import ENV, location, size
+from grader.engine.spec.model import DEFAULT_SPEC
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd(args: Any) -> int:
-    from grader.spec.load import load_assignment
+    from grader.engine.spec.load import load_assignment
 
     if args.action == "path":
         folder = location(load_assignment(args.spec, hidden=False).assignment.version)
@@ -41,7 +41,7 @@ def _cmd(args: Any) -> int:
     files, nbytes = size(folder)
     print(f"{folder}: {files} files, {nbytes / 2**20:.1f} MiB")
     if args.out is not None:
-        from grader.judge.reference_archive import pack
+        from grader.engine.judge.reference_archive import pack
 
         packed, _ = pack(load_assignment(args.spec, hidden=False).assignment.version, args.out)
         print(f"{args.out}: {packed} files, {args.out.stat().st_size / 2**20:.1f} MiB compressed")

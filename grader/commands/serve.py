@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from grader.commands import cluster_options
-from grader.launch import positive_int
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.orchestrator.launch import positive_int
+from grader.engine.spec.model import DEFAULT_SPEC
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,8 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader import kernel_cache
     from grader.course.service.serving import ServeOptions, serve
+    from grader.engine import kernel_cache
 
     cluster = {"ray": cluster_options.ray_options(args), "slurm": cluster_options.slurm_options(args)}
     options = ServeOptions(

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from grader.spec.model import DEFAULT_SPEC, MODES
+from grader.engine.spec.model import DEFAULT_SPEC, MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from grader.course.pack import PackError, build_archive, run_public_tests
     from grader.course.precheck import check_submission
     from grader.course.service.client import ServerError
-    from grader.spec.load import load_assignment
+    from grader.engine.spec.load import load_assignment
 
     console = Console(stderr=True, soft_wrap=True)
     client = client_from(args, console)
@@ -115,8 +115,8 @@ def wait(client: Any, job_id: int, console: Console) -> dict[str, Any]:
 
 def show(view: dict[str, Any], server: str, console: Console) -> int:
     """The result as `grader grade` prints it; the exit code says whether everything passed."""
-    from grader.records.console import first_reasons, print_profiles, print_result, print_timings
-    from grader.records.model import Result
+    from grader.engine.records.console import first_reasons, print_profiles, print_result, print_timings
+    from grader.engine.records.model import Result
 
     if view.get("withheld"):
         console.print(f"#{view['id']} {view['state']}: {escape(view['withheld'])}")

@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from grader.batch.discovery import student_id
+    from grader.course.batch.discovery import student_id
     from grader.course.service import db
     from grader.course.service.tokens import (
         Person,

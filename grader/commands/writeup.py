@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.spec.model import DEFAULT_SPEC
 
 
 def cmd_writeup(args: argparse.Namespace) -> int:
@@ -13,8 +13,8 @@ def cmd_writeup(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from grader.course.writeup import WriteupError, blocks, regenerate
-    from grader.records.files import write_atomic
-    from grader.spec.load import load_assignment
+    from grader.engine.records.files import write_atomic
+    from grader.engine.spec.load import load_assignment
 
     console = Console(stderr=True)
     spec = load_assignment(args.spec, hidden=False)

@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 
 from grader import ROOT
-from grader.records.files import write_atomic
-from grader.spec import toml, versions
-from grader.spec.load import load_assignment
-from grader.spec.model import HIDDEN_NAME
+from grader.engine.records.files import write_atomic
+from grader.engine.spec import toml, versions
+from grader.engine.spec.load import load_assignment
+from grader.engine.spec.model import HIDDEN_NAME
 
 SHIPPED = ("handout", "student_template", "grader")
 ASSIGNMENT_FILES = ("assignment.toml", "README.md")
@@ -44,11 +44,11 @@ grader = "grader.cli:entry"
 include = ["grader*"]
 
 [tool.setuptools.package-data]
-grader = ["records/templates/*", "records/templates/**/*"]
+grader = ["engine/records/templates/*", "engine/records/templates/**/*"]
 
 [tool.pytest.ini_options]
 pythonpath = ["."]
-addopts = "--import-mode=importlib -p no:cacheprovider -p grader.handout.options"
+addopts = "--import-mode=importlib -p no:cacheprovider -p grader.engine.handout.options"
 testpaths = ["handout"]
 """
 

@@ -6,7 +6,7 @@ Images"): `setup.sh` (grader/course/gradescope_scripts.py) installs the spec's g
 into a venv of its own on the image's python3 (3.10 there), and `run_autograder` grades each
 upload on the CPU through Triton's interpreter, public and hidden CPU cases
 (grader/course/gradescope_run.py), with a secret drawn per run. Performance reads "not measured"
-until the staff add the GPU grades of `grader batch` (`--gpu-grades`, grader/records/gradescope_gpu.py).
+until the staff add the GPU grades of `grader batch` (`--gpu-grades`, grader/engine/records/gradescope_gpu.py).
 
 The zip carries the grader package, the spec (hidden cases unless --public-only), the
 requirements and optionally the GPU grades; never reference/ (not needed without
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from grader import ROOT
 from grader.course import gradescope_scripts
-from grader.records.gradescope_gpu import GPU_GRADES_NAME, collect
-from grader.spec.load import load_assignment
-from grader.spec.model import DEFAULT_SPEC, HIDDEN_NAME
+from grader.engine.records.gradescope_gpu import GPU_GRADES_NAME, collect
+from grader.engine.spec.load import load_assignment
+from grader.engine.spec.model import DEFAULT_SPEC, HIDDEN_NAME
 
 #: where the package has run end to end (tests/grader/course/test_gradescope_container.py)
 TESTED_ON = (

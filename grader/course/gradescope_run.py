@@ -6,7 +6,7 @@ Specifications", "Submission Metadata"). Without CAP_SYS_ADMIN there is no mount
 worker is kept from the hidden files by file modes alone (the sandbox's "uid" level): before
 grading, everything under source/ but the grader's code is made root-only, and the results, the
 upload and its metadata too; the sandbox then checks, as the worker's uid, that none of it can
-be read before it grades a hidden case (grader/sandbox/exposure.py). The secret that seeds the
+be read before it grades a hidden case (grader/engine/sandbox/exposure.py). The secret that seeds the
 inputs is drawn here, per run, and lives only in this process.
 """
 
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from grader.records.gradescope_gpu import GPU_GRADES_NAME
+from grader.engine.records.gradescope_gpu import GPU_GRADES_NAME
 
 #: the only folders of the package a worker reads (the interpreter's venv lies outside source/)
 PUBLIC_ENTRIES = ("grader",)
@@ -60,7 +60,7 @@ def harden(source: Path, upload: Path, metadata: Path, results: Path) -> None:
 
 def submission_folder(upload: Path, scratch: Path, modules: list[str]) -> Path:
     """The folder to grade: the upload, a folder in it, or an archive it holds (`grader pack`'s)."""
-    from grader.batch import archives
+    from grader.course.batch import archives
 
     wanted = [f"{m}.py" for m in modules]
     if not upload.is_dir() or not any(upload.iterdir()):
@@ -104,12 +104,12 @@ def student_notes(hidden_tests: int, pending_points: float, gpu_note: str) -> li
 
 
 def _graded(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None) -> str:
-    from grader.batch import gradescope_metadata
-    from grader.judge import rescore
-    from grader.launch import GradeCommand, hidden_paths
-    from grader.records import gradescope, gradescope_gpu
-    from grader.records.model import Result
-    from grader.spec.load import load_assignment
+    from grader.course.batch import gradescope_metadata
+    from grader.engine.judge import rescore
+    from grader.engine.orchestrator.launch import GradeCommand, hidden_paths
+    from grader.engine.records import gradescope, gradescope_gpu
+    from grader.engine.records.model import Result
+    from grader.engine.spec.load import load_assignment
 
     spec_path = source / "assignment" / "assignment.toml"
     assignment = load_assignment(spec_path)
@@ -143,8 +143,8 @@ def _graded(source: Path, upload: Path, metadata: Path, results: Path, problems:
 
 def run(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None = None) -> int:
     """Grade the upload on the CPU and write Gradescope's results.json; never returns without one."""
-    from grader.records import gradescope
-    from grader.records.files import write_atomic
+    from grader.engine.records import gradescope
+    from grader.engine.records.files import write_atomic
 
     try:
         harden(source, upload, metadata, results)

@@ -12,8 +12,8 @@ did not (no Python needed: the environment may be what failed).
 
 from __future__ import annotations
 
-from grader.spec import versions
-from grader.spec.model import Environment
+from grader.engine.spec import versions
+from grader.engine.spec.model import Environment
 
 #: the PyTorch index of CPU builds (Gradescope's machines have no GPU); PyPI for everything else
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"

@@ -1,7 +1,7 @@
 """`grader pack`: the student's last step: run the public tests, then build the archive to upload.
 
 The archive is a .tar.gz of the submission's Python files at its root, and before it is
-offered it goes through exactly what `grader batch` does to an archive (grader.batch.archives: safe
+offered it goes through exactly what `grader batch` does to an archive (grader.course.batch.archives: safe
 unpacking under the same caps, then finding the folder that holds the modules), so a packed
 submission is one the staff's batch accepts. Failing public tests do not stop the archive
 (partial work earns partial points); they are reported first so nobody uploads by surprise.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import ROOT
-from grader.batch import archives
+from grader.course.batch import archives
 
 SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".benchmarks"}
 

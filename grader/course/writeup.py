@@ -9,7 +9,7 @@ spec's 600, one problem listed 5 of its 9 forbidden ops. Each such table now sit
     <!-- end of generated NAME -->
 
 and is rendered from the public spec (never the hidden cases) with the macros of
-grader/records/templates/writeup_blocks.md.j2. `--check` (and tests/grader/course/test_writeup.py) fails when a
+grader/engine/records/templates/writeup_blocks.md.j2. `--check` (and tests/grader/course/test_writeup.py) fails when a
 block differs from what the spec gives.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader
 
-from grader.records.files import TEMPLATES
-from grader.spec.model import SHORT_DTYPE, Assignment, Case
+from grader.engine.records.files import TEMPLATES
+from grader.engine.spec.model import SHORT_DTYPE, Assignment, Case
 
 TEMPLATE = "writeup_blocks.md.j2"
 BLOCK = re.compile(

@@ -30,11 +30,11 @@ from typing import Any
 import pytest
 
 from grader import cli
-from grader.batch.run import run_batch
 from grader.commands.batch import options_from_args
-from grader.containers import docker as containers
-from grader.containers import image
-from grader.records.model import Result
+from grader.course.batch.run import run_batch
+from grader.course.containers import docker as containers
+from grader.course.containers import image
+from grader.engine.records.model import Result
 
 pytestmark = pytest.mark.slow
 
@@ -132,7 +132,7 @@ BUILD: dict[str, Callable[[Path, Path], None]] = {
 def _image() -> None:
     """Build the CPU grading image from this tree; skip (with the reason) where it cannot be built."""
     pytest.importorskip("docker")
-    from grader.spec.load import load_assignment
+    from grader.engine.spec.load import load_assignment
 
     try:
         client = containers.docker_client()

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import torch
 
-from grader.records.model import Result
+from grader.engine.records.model import Result
 from tests.spec_support import spec_with_limit
 
 pytestmark = pytest.mark.slow

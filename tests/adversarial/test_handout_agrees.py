@@ -1,7 +1,7 @@
 """`pytest handout` says what `grader grade` says, for the entries whose table asks (`handout = true`).
 
-The GPU's rules on a CPU (grader/harness/gpu_compile.py), the interpreter's bounds and the saved
-L's message are one code path (grader/harness/calls.py) shared by the grader's worker and the
+The GPU's rules on a CPU (grader/engine/harness/gpu_compile.py), the interpreter's bounds and the saved
+L's message are one code path (grader/engine/harness/calls.py) shared by the grader's worker and the
 handout: each such entry fails its public cases locally with the grader's own message.
 """
 

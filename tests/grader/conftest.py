@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from grader.harness import watch
+from grader.engine.harness import watch
 
 
 @pytest.fixture

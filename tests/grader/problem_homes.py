@@ -1,6 +1,6 @@
 """Where each problem of a course lives, found by the name and module its spec gives it.
 
-A problem is its spec entry, its grading folder grader/problems/<name>/, its stub in
+A problem is its spec entry, its grading folder grader/engine/problems/<name>/, its stub in
 student_template/, its staff solution in reference/, its public tests in handout/ and its
 section of the write-up. Read from the files alone (the spec as TOML, no import), so that a copy
 of the course with another grader in it can be checked as well as this one.
@@ -32,8 +32,8 @@ def missing(root: Path) -> list[str]:
     gaps = []
     for problem in spec["problems"]:
         name, module, function = problem["name"], problem["module"], problem["function"]
-        if not (root / "grader" / "problems" / name / "__init__.py").is_file():
-            gaps.append(f"{name}: no grading folder grader/problems/{name}/")
+        if not (root / "grader" / "engine" / "problems" / name / "__init__.py").is_file():
+            gaps.append(f"{name}: no grading folder grader/engine/problems/{name}/")
         for folder in ("student_template", "reference"):
             path = root / folder / f"{module}.py"
             if not path.is_file() or not defines(path, function):

@@ -22,11 +22,11 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from grader.course.export_handout import export_handout
-from grader.harness import gpu_compile, imports, interpreter_driver
-from grader.harness.serve import describe_exception
-from grader.spec import gpu_limits, versions
-from grader.spec.load import load_environment
-from grader.spec.model import SpecError
+from grader.engine.harness import gpu_compile, imports, interpreter_driver
+from grader.engine.harness.serve import describe_exception
+from grader.engine.spec import gpu_limits, versions
+from grader.engine.spec.load import load_environment
+from grader.engine.spec.model import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = load_environment()

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader.sandbox.config import SandboxConfig
-from grader.sandbox.process import WorkerProcess
+from grader.engine.sandbox.config import SandboxConfig
+from grader.engine.sandbox.process import WorkerProcess
 
 
 def printed_at_import(tmp_path: Path, source: str) -> Any:

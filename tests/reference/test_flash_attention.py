@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.loading import load_file
-from grader.problems.flash_attention import attention_definition, find_saved_lse
+from grader.engine.loading import load_file
+from grader.engine.problems.flash_attention import attention_definition, find_saved_lse
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.loading import load_file
-from grader.problems.matmul import matmul_definition
+from grader.engine.loading import load_file
+from grader.engine.problems.matmul import matmul_definition
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.loading import load_file
-from grader.problems.softmax import softmax_definition
+from grader.engine.loading import load_file
+from grader.engine.problems.softmax import softmax_definition
 
 pytestmark = pytest.mark.slow
 

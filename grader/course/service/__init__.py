@@ -1,9 +1,9 @@
 """`grader serve`: students submit to the course's GPU machine and see their grade before the deadline.
 
 The rules of the room: the service never grades in its own process. Each job is the same
-`grader grade` child a batch runs (grader.batch.runners, with the secret in its environment and
+`grader grade` child a batch runs (grader.course.batch.runners, with the secret in its environment and
 the database, the stored archives and every other job's folder hidden from its workers), checked
-with grader.batch.results.collect_result; an upload is checked with grader.batch.archives as
+with grader.course.batch.results.collect_result; an upload is checked with grader.course.batch.archives as
 `grader batch` checks an archive. Everything a job is (its archive, state and result) is in the
 database, so a server killed at any moment loses nothing and runs again what was running.
 

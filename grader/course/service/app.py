@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from grader.batch import archives
+from grader.course.batch import archives
+from grader.course.leaderboard.names import leaderboard_alias
 from grader.course.service import quotas, store, tokens, uploads, views
 from grader.course.service.limits import ANONYMOUS_PER_MINUTE, RateLimiter, SlowBody, TooLarge, read_body
 from grader.course.service.scheduler import Scheduler
-from grader.leaderboard.names import leaderboard_alias
-from grader.records.report import render_html
-from grader.spec.model import MODES, Assignment, Quota
+from grader.engine.records.report import render_html
+from grader.engine.spec.model import MODES, Assignment, Quota
 
 COOKIE = "grader_token"
 INVALID_TOKEN = "this token is not valid (mistyped, replaced or revoked): ask staff for yours"

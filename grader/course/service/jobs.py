@@ -16,16 +16,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader.batch import archives
-from grader.batch.context import Context, selected_problems
-from grader.batch.discovery import Entry
-from grader.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWANCE_S, BatchOptions
-from grader.batch.tasks import Task, prepare
-from grader.containers.docker import Cancelled
-from grader.launch import GradeCommand
-from grader.records.model import Result
-from grader.spec.load import load_assignment
-from grader.spec.model import Assignment
+from grader.course.batch import archives
+from grader.course.batch.context import Context, selected_problems
+from grader.course.batch.discovery import Entry
+from grader.course.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWANCE_S, BatchOptions
+from grader.course.batch.tasks import Task, prepare
+from grader.course.containers.docker import Cancelled
+from grader.engine.orchestrator.launch import GradeCommand
+from grader.engine.records.model import Result
+from grader.engine.spec.load import load_assignment
+from grader.engine.spec.model import Assignment
 
 #: the grade options of each mode beyond the common ones: (public cases only, time the kernels,
 #: profile one warm call per benchmark shape)
@@ -91,12 +91,12 @@ def context(setup: GradingSetup, mode: str, problems: list[str] | None, secret: 
 def runner_for(setup: GradingSetup, ctx: Context, task: Task, on_start: Callable[[int], None]):  # type: ignore[no-untyped-def]
     """The batch's runner for one task: a `grader grade` child here, or the cluster backend's."""
     if setup.backend == "local":
-        from grader.batch.runners import SubprocessRunner
+        from grader.course.batch.runners import SubprocessRunner
 
         runner = SubprocessRunner(ctx, [None])
         runner.on_start = on_start
         return runner
-    from grader.cluster import make_runner
+    from grader.course.cluster import make_runner
 
     options = BatchOptions(
         submissions=task.work,

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from grader.course.leaderboard.names import leaderboard_alias
 from grader.course.service import store, tokens, views
 from grader.course.service.app import (
     COOKIE,
@@ -28,8 +29,7 @@ from grader.course.service.app import (
 )
 from grader.course.service.limits import MAX_SMALL_BODY, SlowBody, TooLarge, read_body
 from grader.course.service.quotas import iso
-from grader.leaderboard.names import leaderboard_alias
-from grader.records.report import render_html
+from grader.engine.records.report import render_html
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from grader.spec.model import Mode, Quota, Service
+from grader.engine.spec.model import Mode, Quota, Service
 
 HOUR, DAY = 3600.0, 86400.0
 

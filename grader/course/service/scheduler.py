@@ -21,11 +21,11 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from grader import launch
-from grader.batch.results import alone_note, contention
-from grader.containers.docker import Cancelled
+from grader.course.batch.results import alone_note, contention
+from grader.course.containers.docker import Cancelled
 from grader.course.service import store
 from grader.course.service.jobs import GradingSetup, Outcome, grade_job
+from grader.engine.orchestrator import launch
 
 IDLE_WAIT_S = 2.0
 

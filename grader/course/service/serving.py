@@ -15,17 +15,17 @@ from pathlib import Path
 
 import uvicorn
 
-from grader.batch.concurrency import jobs_at_once
+from grader.course.batch.concurrency import jobs_at_once
+from grader.course.leaderboard.names import SALT_ENV
 from grader.course.service import db
 from grader.course.service.app import Server
 from grader.course.service.connections import GuardedH11Protocol
 from grader.course.service.jobs import GradingSetup
 from grader.course.service.quotas import effective
 from grader.course.service.scheduler import Scheduler
-from grader.launch import resolve_device
-from grader.leaderboard.names import SALT_ENV
-from grader.spec.load import load_assignment
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.orchestrator.launch import resolve_device
+from grader.engine.spec.load import load_assignment
+from grader.engine.spec.model import DEFAULT_SPEC
 
 #: the shortest pseudonym key taken from the environment
 MIN_ALIAS_SECRET = 16

@@ -19,7 +19,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from grader.batch.discovery import student_id
+from grader.course.batch.discovery import student_id
 from grader.course.service.db import people
 
 PREFIX = "gks_"  # a token found in a log or a paste names what it is for

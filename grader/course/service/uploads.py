@@ -14,8 +14,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from grader.batch import archives
-from grader.batch.archive_limits import ArchiveError, Limits
+from grader.course.batch import archives
+from grader.course.batch.archive_limits import ArchiveError, Limits
 from grader.course.service.limits import RateLimiter
 
 #: a packed submission is four kernel files: generous, and each refusal stays cheap

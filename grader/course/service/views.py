@@ -15,12 +15,12 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from grader.course.leaderboard.names import display_names
+from grader.course.leaderboard.ranking import flag_reasons, overall_speedup, rank_key
 from grader.course.service import store
 from grader.course.service.quotas import finals_visible, iso
-from grader.leaderboard.names import display_names
-from grader.leaderboard.ranking import flag_reasons, overall_speedup, rank_key
-from grader.records.model import Result
-from grader.spec.model import Service
+from grader.engine.records.model import Result
+from grader.engine.spec.model import Service
 
 #: the only state a student sees of a final until its results may be shown
 WITHHELD_STATE = "received"

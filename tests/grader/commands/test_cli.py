@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from grader import cli
-from grader.spec.load import load_assignment
+from grader.engine.spec.load import load_assignment
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -67,7 +67,7 @@ def test_a_grading_leaves_without_pythons_finalization(tmp_path) -> None:
 def test_other_commands_end_the_usual_way(tmp_path) -> None:
     """Verbs whose libraries clean up at exit (Ray's local cluster in `grader batch`, the service's
     database) go through finalization as before."""
-    from grader.spec.model import DEFAULT_SPEC
+    from grader.engine.spec.model import DEFAULT_SPEC
 
     done = _as_script(tmp_path, "writeup", "--check", "--spec", str(DEFAULT_SPEC))
     assert done.returncode == 0 and "finalized" in done.stdout, done.stderr[-2000:]

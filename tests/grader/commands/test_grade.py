@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from grader import ROOT
-from grader.spec.load import load_assignment
-from grader.spec.model import DEFAULT_SPEC, HIDDEN_NAME
+from grader.engine.spec.load import load_assignment
+from grader.engine.spec.model import DEFAULT_SPEC, HIDDEN_NAME
 
 
 def test_the_readme_says_what_grade_student_template_scores() -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.judge import rescore
-from grader.records import gradescope, gradescope_gpu
-from grader.records.model import Performance, ProblemResult, Result, TestResult
+from grader.engine.judge import rescore
+from grader.engine.records import gradescope, gradescope_gpu
+from grader.engine.records.model import Performance, ProblemResult, Result, TestResult
 from tests.grader.course import gradescope_schema
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,8 +9,8 @@ import pytest
 
 from grader import cli
 from grader.course.writeup import WriteupError, blocks, regenerate, render_block
-from grader.spec.load import load_assignment
-from grader.spec.model import DEFAULT_SPEC
+from grader.engine.spec.load import load_assignment
+from grader.engine.spec.model import DEFAULT_SPEC
 
 WRITEUP = DEFAULT_SPEC.parent / "README.md"
 

@@ -21,7 +21,7 @@ import uvicorn
 from grader.course.service.app import Server
 from grader.course.service.asgi import build_app
 from grader.course.service.serving import uvicorn_config
-from grader.spec.model import Service
+from grader.engine.spec.model import Service
 from tests.grader.course.service.service_support import archive, make_server
 
 

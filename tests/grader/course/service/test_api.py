@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.course.service import store, tokens
-from grader.spec.model import Service
+from grader.engine.spec.model import Service
 from tests.grader.course.service.service_support import archive, cookie, service
 
 STUDENT_ENDPOINTS = [

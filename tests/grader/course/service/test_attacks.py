@@ -19,11 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
+from grader.course.leaderboard.names import SALT_ENV, pseudonym
 from grader.course.service import limits, store
 from grader.course.service.connections import GuardedH11Protocol
 from grader.course.service.serving import ServeOptions, make_server
-from grader.leaderboard.names import SALT_ENV, pseudonym
-from grader.spec.model import Service
+from grader.engine.spec.model import Service
 from tests.grader.course.service.live_support import Live, live
 from tests.grader.course.service.service_support import ALIAS_SECRET, archive, settle
 

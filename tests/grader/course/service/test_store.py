@@ -20,7 +20,7 @@ from grader.course.service import db, store, tokens
 from grader.course.service.jobs import GradingSetup
 from grader.course.service.quotas import check
 from grader.course.service.scheduler import Scheduler, end_orphan
-from grader.spec.model import Quota
+from grader.engine.spec.model import Quota
 from tests.grader.course.service.service_support import fake_grade
 
 #: a server that claims the next job, records itself as its grading child, and is killed while it grades

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from grader.problems.base import TORCH_DTYPES, OneTensorKind
-from grader.spec.model import Case, DType
+from grader.engine.problems.base import TORCH_DTYPES, OneTensorKind
+from grader.engine.spec.model import Case, DType
 
 
 class ReluCase(Case):

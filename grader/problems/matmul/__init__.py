@@ -1,9 +1,0 @@
-"""Problem 3, matmul: the case model, the float64 definition and the kind the grader runs."""
-
-from grader.problems.matmul.case import Layout, MatmulCase
-from grader.problems.matmul.definition import matmul_definition
-from grader.problems.matmul.kind import Matmul
-
-KIND = Matmul()
-
-__all__ = ["KIND", "Layout", "Matmul", "MatmulCase", "matmul_definition"]

@@ -1,9 +1,0 @@
-"""Problem 2, softmax: the case model, the float64 definition and the kind the grader runs."""
-
-from grader.problems.softmax.case import SoftmaxCase
-from grader.problems.softmax.definition import softmax_definition
-from grader.problems.softmax.kind import Softmax, padded_rows
-
-KIND = Softmax()
-
-__all__ = ["KIND", "Softmax", "SoftmaxCase", "padded_rows", "softmax_definition"]
