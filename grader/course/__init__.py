@@ -1,11 +1,14 @@
-"""What passes between staff, students and Gradescope, as files.
+"""A class: graded, served, ranked and handed to Gradescope. It never calls the engine: it runs
+`grader grade` somewhere (grader.engine.orchestrator.launch) and reads the record it writes
+(grader.engine.records); of the engine it imports only those, the spec and re-scoring
+(tests/grader/test_layout.py holds the seam).
 
-- archives: a student's upload unpacked under size, count and path rules; pack: the archive a
-  student builds (`grader pack`); gradescope_metadata: reading Gradescope's export;
-- export_handout: the students' repository; writeup: the write-up's generated tables;
-- gradescope_package: Gradescope's autograder.zip;
+- batch/: a class on one machine (discovery, archives: a student's upload unpacked under size,
+  count and path rules, tasks, runners, resume, results, run); cluster/: the same on Ray or
+  Slurm; containers/: the image and one container per grading; leaderboard/: the static pages;
 - service/: `grader serve`, the same exchange live: uploads checked as archives are, a queue
-  graded by the batch's runners, tokens, quotas and pages. A package here rather than a room of
-  its own: grader/ holds at most 20 rooms (tests/grader/test_layout.py), and the service is what
-  this room already is (what passes between staff and students), over HTTP instead of files.
+  graded by the batch's runners, tokens, quotas and pages;
+- pack: the archive a student builds (`grader pack`); precheck: what `grader submit` checks first;
+  export_handout: the students' repository; writeup: the write-up's generated tables;
+  gradescope_package: Gradescope's autograder.zip; gradescope_run: one upload graded inside it.
 """
