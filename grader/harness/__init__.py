@@ -15,8 +15,9 @@ rules, held by tests/grader/test_layout.py and tests/grader/harness/test_imports
 
 A worker loads only `grader.harness.*`, `grader.problems.*` and the kernel it shares with the
 trusted side (`grader.spec`, `grader.protocol`, `grader.timing`, `grader.kernel_cache`,
-`grader.loading`). Outside this folder only the handout's support (`grader.handout.support`, which
-runs in the student's own pytest) imports it.
+`grader.loading`). Outside this folder only the handout imports it: its support
+(`grader.handout.support`, in the student's own pytest) and the process it runs each problem's
+cases in (`grader.handout.child`).
 
 - serve: the worker's loop (requests in, replies out, over two pipes);
 - calls: one watched call, shared with `pytest handout`; watch: launch counter, tamper guard,

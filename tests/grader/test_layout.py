@@ -18,8 +18,9 @@ GRADER = ROOT / "grader"
 #: what a worker may load besides grader.harness.* and grader.problems.*: the kernel it shares
 SHARED_KERNEL = {"grader", "grader.timing", "grader.kernel_cache", "grader.loading"}
 SHARED_PACKAGES = ("grader.spec", "grader.protocol")
-#: the only trusted module that may import the harness: pytest handout runs the same calls
-HARNESS_USERS = {"grader.handout.support"}
+#: the only trusted modules that may import the harness: pytest handout runs the same calls, in
+#: its own process (support: timing on a GPU) and in each problem's child process (child)
+HARNESS_USERS = {"grader.handout.support", "grader.handout.child"}
 #: where argparse may be imported: the verbs, the CLI that lists them, the worker's own argv
 ARGPARSE_HOMES = ("grader.commands", "grader.cli", "grader.launch", "grader.harness.serve")
 MAX_MODULE_LINES = 400
