@@ -6,7 +6,12 @@ sets TRITON_INTERPRET=1 before Triton is imported, so there is nothing for you t
 
 The header says which torch and Triton are graded with when yours differ (and so does a warning),
 and your submission may import only what the grader has: the same import policy as the grader's
-workers is installed here before your files are imported (grader/engine/harness/imports.py).
+workers is installed before your files are imported (grader/engine/harness/imports.py).
+
+Each problem's cases run in a process of their own, as the grader runs each problem in a worker:
+a kernel that crashes (a segfault) or hangs past the problem's time limit fails the test it was
+running, with the signal and your line, and the run goes on (grader/engine/handout/isolation.py). Timing
+(`--benchmark-only`, on a GPU) runs in pytest's own process.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from grader.engine.handout import options  # noqa: E402
+from grader.engine.handout import isolation, options  # noqa: E402
 from grader.engine.handout.support import (  # noqa: E402  (after TRITON_INTERPRET)
     REPLAY,
     BenchmarkRunner,
@@ -67,6 +72,8 @@ def _environment_lines() -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     options.submission_folder(config)
+    if not config.option.collectonly and not config.getoption("benchmark_only", False):
+        isolation.start_early()  # the problems' processes come from it: its imports run beside collection
     diffs = versions.differences(versions.graded())
     if diffs:
         message = (
@@ -159,9 +166,13 @@ def gpu_rounds() -> float:
 @pytest.fixture(scope="session")
 def runner(request: pytest.FixtureRequest) -> Iterator[CaseRunner]:
     submission = options.submission_folder(request.config)
-    policy = imports.install(submission, versions.graded().allowed_imports)
-    yield CaseRunner(submission, "cuda" if HAS_GPU else "cpu", bool(request.config.getoption("fulltrace", False)))
-    policy.uninstall()
+    policy = imports.install(submission, versions.graded().allowed_imports)  # for timing, in this process
+    runner = CaseRunner(submission, "cuda" if HAS_GPU else "cpu", bool(request.config.getoption("fulltrace", False)))
+    try:
+        yield runner
+    finally:  # no problem's process outlives the session, Ctrl-C included
+        runner.close()
+        policy.uninstall()
 
 
 def _as_graded(call: Callable[[], None]) -> None:

@@ -26,8 +26,9 @@ SHARED_KERNEL = {
     "grader.engine.loading",
 }
 SHARED_PACKAGES = ("grader.engine.spec", "grader.engine.protocol")
-#: the only trusted module that may import the harness: pytest handout runs the same calls
-HARNESS_USERS = {"grader.engine.handout.support"}
+#: the only trusted modules that may import the harness: pytest handout runs the same calls, in
+#: its own process (support: timing on a GPU) and in each problem's child process (child)
+HARNESS_USERS = {"grader.engine.handout.support", "grader.engine.handout.child"}
 #: where argparse may be imported: the verbs, the CLI that lists them, the worker's own argv
 ARGPARSE_HOMES = ("grader.commands", "grader.cli", "grader.engine.orchestrator.launch", "grader.engine.harness.serve")
 #: Folders that import each other and circles through TYPE_CHECKING imports still allowed: none

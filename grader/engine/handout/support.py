@@ -1,4 +1,5 @@
-"""What the public handout tests run: the grader's own cases, inputs and checks, in-process.
+"""What the public handout tests run: the grader's own cases, inputs and checks, each problem in a
+process of its own (`CaseRunner`; timing alone runs in the pytest process, on a GPU).
 
 A student's `pytest handout` uses the same input generator, the same float64 definitions and the
 same checks as the grader, so a test that passes locally passes the same public case when graded
@@ -7,6 +8,7 @@ same checks as the grader, so a test that passes locally passes the same public 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,26 +17,22 @@ import pytest
 import torch
 
 from grader.engine import timing
-from grader.engine.handout import errors
-from grader.engine.harness import calls, student_runtime, timed_watch, tracebacks
+from grader.engine.handout import child, errors
+from grader.engine.handout.child import PUBLIC_SECRET, Reply, kernel_message
+from grader.engine.handout.isolation import Ended, ProblemProcess
+from grader.engine.harness import calls, timed_watch
 from grader.engine.harness.timed_rounds import FreshRounds
 from grader.engine.harness.watch import GUARD, arm, tamper_message
-from grader.engine.judge.checks import case_label, check_call, kernel_check
 from grader.engine.judge.performance import ShapeSeeds, watched_flags
 from grader.engine.judge.roofline import achieved as _achieved
 from grader.engine.judge.round_checks import verify_rounds
 from grader.engine.judge.windows import watch_round
 from grader.engine.loading import load_function
 from grader.engine.problems import REGISTRY
-from grader.engine.problems.base import case_seed, generator, move_inputs
-from grader.engine.problems.memory_estimate import Estimate, estimate, gib
-from grader.engine.spec import gpu_limits
+from grader.engine.problems.base import generator
+from grader.engine.problems.memory_estimate import Estimate, gib
 from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import Case, Problem
-
-PUBLIC_SECRET = "public"
-
-student_runtime.prepare()  # the process settings of the grader's worker
 
 
 def cases_for(problem: str, suite: str, dtype: str | None, has_gpu: bool = True) -> list[Any]:
@@ -69,26 +67,48 @@ def case_id(case: Case) -> str:
 
 
 class CaseRunner:
-    """Loads submission modules once and checks cases against the float64 definitions."""
+    """Checks cases against the float64 definitions, each problem in a process of its own.
 
-    def __init__(self, submission: Path, device: str, full_trace: bool = False) -> None:
+    As `grader grade` runs each problem in a worker, each problem's cases run in a child process
+    (grader/engine/handout/child.py, started by grader/engine/handout/isolation.py), which imports the submission
+    module once and is reused across that problem's cases: a kernel that crashes or hangs fails the
+    test it was running, with the signal and the student's line, and the run goes on to its
+    summary; the problem's next test gets a fresh process. Timing alone (`BenchmarkRunner`, on a
+    GPU) runs in the pytest process: `function` imports the submission here, only then.
+    """
+
+    def __init__(
+        self, submission: Path, device: str, full_trace: bool = False, time_limit_s: float | None = None
+    ) -> None:
         self.submission = submission.resolve()
         self.device = device
-        #: pytest's --full-trace: a submission's error is raised whole instead of summed up
+        #: pytest's --full-trace: a submission's error is shown whole instead of summed up
         self.full_trace = full_trace
+        #: how long one request may take; None: the problem's time limit in the grader (spec)
+        self.time_limit_s = time_limit_s
         self.spec = load_assignment(hidden=False)
         self._functions: dict[str, Callable[..., Any]] = {}
+        self._armed = False
+        #: each problem's child process, while it lives
+        self.processes: dict[str, ProblemProcess] = {}
         #: what each problem's module replaced of the harness, at import or in a call (as the
         #: worker's guard reports it: that problem fails, the others are not touched)
         self.tampered: dict[str, list[str]] = {}
-        self.fresh = calls.FreshInputs()
-        arm()  # before any submission module is imported, as in the worker
+
+    def _module_file(self, problem: str) -> Problem:
+        p = self.spec.problem(problem)
+        if not (self.submission / f"{p.module}.py").is_file():
+            pytest.fail(f"{self.submission} has no {p.module}.py", pytrace=False)
+        return p
 
     def function(self, problem: str) -> Callable[..., Any]:
+        """The submission's function imported into this process, for timing on a GPU alone: a crash
+        here, unlike in `check`, ends the pytest run."""
         if problem not in self._functions:
-            p = self.spec.problem(problem)
-            if not (self.submission / f"{p.module}.py").is_file():
-                pytest.fail(f"{self.submission} has no {p.module}.py", pytrace=False)
+            p = self._module_file(problem)
+            if not self._armed:
+                arm()  # before any submission module is imported here, as in the worker
+                self._armed = True
             try:
                 self._functions[problem] = load_function(self.submission, p.module, p.function)
             finally:
@@ -104,57 +124,45 @@ class CaseRunner:
         names = self.tampered.get(problem)
         return tamper_message(names) if names else None
 
+    def _ask(self, problem: str, request: str, case: Case) -> Reply:
+        """`problem`'s child's answer (a fresh child if it has none); a failure fails the test."""
+        limit = self.time_limit_s or self._module_file(problem).time_limit_s
+        process = self.processes.get(problem)
+        if process is None or not process.alive:
+            if process is not None:
+                process.close()
+            known = list(self.tampered.get(problem, []))  # a fresh child still fails a tampering problem
+            args = (str(self.submission), problem, self.device, self.full_trace, known)
+            process = self.processes[problem] = ProblemProcess(problem, self.submission, child.serve, args)
+        answer = process.ask((request, case), limit)
+        if isinstance(answer, Ended):
+            self.processes.pop(problem).close()
+            message = errors.ended(problem, answer.doing, answer.code, answer.frames, limit, self.submission)
+            pytest.fail(message, pytrace=False)
+        self._note_tampering(problem, answer.tampered)
+        for text, category, filename, lineno in answer.warnings:  # into pytest's warnings summary
+            warnings.warn_explicit(text, category, filename, lineno)
+        if answer.failure is not None:
+            pytest.fail(answer.failure, pytrace=False)
+        return answer
+
     def check(self, problem: str, case: Case) -> None:
         """Every correctness rule of the grader, on this case's public inputs: outputs, inputs and
-        the kernel check; the call is made by the grader worker's own `calls.run`."""
-        kind, spec = REGISTRY[problem], self.spec.problem(problem)
-        fn = self.function(problem)
-        for repeat in range(case.repeats):
-            inputs = kind.make_inputs(case, generator(case_seed(PUBLIC_SECRET, problem, case, repeat)))
-            expected = kind.expected(inputs, case)
-            GUARD.tampered = []  # this call's own: the worker keeps them per problem, each in its own process
-            outcome = calls.run(kind, fn, case, move_inputs(inputs, self.device), self.device, self.fresh, watch=True)
-            self._note_tampering(problem, GUARD.tampered)
-            tampered = self.tampering(problem)
-            if tampered:
-                pytest.fail(f"{case_label(kind, case, inputs)}\n{tampered}", pytrace=False)
-            if isinstance(outcome.error, NotImplementedError):
-                pytest.fail(f"NotImplementedError: {outcome.error}", pytrace=False)
-            if outcome.error is not None:
-                if self.full_trace:
-                    raise outcome.error
-                hint = gpu_limits.hint(str(outcome.error))  # as the grader's worker adds it
-                label, call = case_label(kind, case, inputs), f"call {repeat + 1} of {case.repeats}:"
-                frames, innermost = (
-                    tracebacks.student_frames(outcome.error, self.submission),
-                    tracebacks.chain(outcome.error)[-1],
-                )
-                pytest.fail(errors.summary(label, call, frames, innermost, self.submission, hint), pytrace=False)
-            assert outcome.result is not None
-            cheat = kernel_message(spec, case, outcome.profile, outcome.triton_launches, self.submission)
-            meta, payload = calls.describe_outputs(outcome.result, outcome.inputs, outcome.snapshots)
-            changed = outcome.changed_inputs()
-            verdict = check_call(kind, spec, case, self.device, expected, payload, meta, changed, outcome.gpu_compiles)
-            failures = [m for m in (verdict.message if not verdict.passed else "", cheat) if m]
-            if failures:
-                label = case_label(kind, case, inputs)
-                label += " (compile-only: compiled for the GPU, not run)" if case.compile_only else ""
-                pytest.fail(
-                    f"{label}\ncall {repeat + 1} of {case.repeats}:\n" + "\n".join(failures),
-                    pytrace=False,
-                )
+        the kernel check, in `problem`'s child (`child.ProblemCases.check`)."""
+        self._ask(problem, "check", case)
 
     def memory(self, problem: str, case: Case) -> Estimate:
-        """The estimated GPU memory of one timed call at benchmark `case` (meta tensors, no GPU);
-        what the submission's code replaced meanwhile fails the test as in `check`."""
-        fn = self.function(problem)
-        GUARD.tampered = []
-        result = estimate(REGISTRY[problem], fn, case, self.submission)
-        self._note_tampering(problem, GUARD.restore())
-        tampered = self.tampering(problem)
-        if tampered:
-            pytest.fail(f"{case.name}\n{tampered}", pytrace=False)
+        """The estimated GPU memory of one timed call at benchmark `case` (meta tensors, no GPU), in
+        `problem`'s child; what the submission's code replaced meanwhile fails the test as in `check`."""
+        result = self._ask(problem, "memory", case).estimate
+        assert result is not None
         return result
+
+    def close(self) -> None:
+        """End every child (at the end of the session, and on Ctrl-C)."""
+        for process in self.processes.values():
+            process.close()
+        self.processes.clear()
 
 
 def memory_verdict(result: Estimate) -> None:
@@ -170,25 +178,6 @@ def memory_verdict(result: Estimate) -> None:
             f"{result.hint}",
             pytrace=False,
         )
-
-
-def kernel_message(
-    spec: Problem, case: Case, profile: dict[str, Any], triton_launches: int, submission: Path | None = None
-) -> str | None:
-    """The kernel check's verdict on a watched call, as the handout reports it (None: it passes)."""
-    ops, compiled = list(profile.get("aten_ops", [])), list(profile.get("compiled_regions", []))
-    cheat = kernel_check(
-        spec,
-        case,
-        ops,
-        triton_launches,
-        compiled,
-        submission,
-        profile.get("graph_launches", 0),
-        profile.get("unwritten"),
-        profile.get("foreign_work", ()),
-    )
-    return cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 
 
 # As much timed work as the grader puts on each side of a shape (6 alternations of >= 50 ms): ten

@@ -15,8 +15,9 @@ rules, held by tests/grader/test_layout.py and tests/grader/engine/harness/test_
 
 A worker loads only `grader.engine.harness.*`, `grader.engine.problems.*` and the kernel it shares with the
 trusted side (`grader.engine.spec`, `grader.engine.protocol`, `grader.engine.timing`, `grader.engine.kernel_cache`,
-`grader.engine.loading`). Outside this folder only the handout's support (`grader.engine.handout.support`, which
-runs in the student's own pytest) imports it.
+`grader.engine.loading`). Outside this folder only the handout imports it: its support
+(`grader.engine.handout.support`, in the student's own pytest) and the process it runs each problem's
+cases in (`grader.engine.handout.child`).
 
 - serve: the worker's loop (requests in, replies out, over two pipes);
 - calls: one watched call, shared with `pytest handout`; watch: launch counter, tamper guard,

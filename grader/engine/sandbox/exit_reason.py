@@ -18,12 +18,13 @@ _HINTS = {
 }
 
 
-def described(code: int) -> str:
-    """A worker's exit status (negative: the signal that killed it) and what usually causes it."""
+def described(code: int, who: str = "the worker") -> str:
+    """A worker's exit status (negative: the signal that killed it) and what usually causes it;
+    `who` names the process (`pytest handout` says so of the process running a problem)."""
     if code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return f"the worker was killed by {name}{_HINTS.get(name, '')}"
-    return f"the worker exited with code {code} (sys.exit or os._exit in the submission?)"
+        return f"{who} was killed by {name}{_HINTS.get(name, '')}"
+    return f"{who} exited with code {code} (sys.exit or os._exit in the submission?)"
