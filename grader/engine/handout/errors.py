@@ -2,14 +2,14 @@
 (file:line and the line's code), the error and its hint. The interpreter's frames (often 190 lines
 of Triton and NumPy between the launch and the `tl.load` that went out of bounds) are left out
 unless pytest's `--full-trace` asks for them. A process that a problem's code crashed or hung
-(grader/handout/isolation.py) is told of the same way: the case, the signal, the student's lines."""
+(grader/engine/handout/isolation.py) is told of the same way: the case, the signal, the student's lines."""
 
 from __future__ import annotations
 
 import traceback
 from pathlib import Path
 
-from grader.sandbox import exit_reason
+from grader.engine.sandbox import exit_reason
 
 #: frames of the student's own files shown, innermost last
 MAX_FRAMES = 6

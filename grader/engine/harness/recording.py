@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import builtins
 import os
-import sys
-from collections.abc import Callable
-from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
-from types import ModuleType
+from importlib.machinery import SourceFileLoader
 from typing import Any
 
 import torch
+import torch._dynamo.eval_frame as _eval_frame
 import torch.autograd.profiler
 from torch.utils._device import DeviceContext
 
@@ -192,88 +190,9 @@ def settle_modes() -> list[str]:
 
 # Code that torch.compile compiled runs inductor's generated kernels and records no aten op, so
 # in the watched part of a call it is run as the eager code it was written as (dynamo's
-# "force_eager" stance), whose ops the profiler sees. Importing dynamo takes 1.5 s, a third of a
-# worker's start, and nothing can be compiled before it is imported: so the switch is bound the
-# moment `torch._dynamo` has been imported, by whoever imports it, before any code of the
-# submission can touch it (an import hook on sys.meta_path; one the submission took off leaves
-# compiled code compiled, and then `COMPILED_EVENTS` below fail the call).
-_DYNAMO = "torch._dynamo"
-#: [dynamo's `_set_stance`, its force_eager stance], once dynamo is loaded
-_STANCE: list[Any] = []
-#: what else must happen once dynamo is loaded (grader.engine.harness.student_runtime's limits)
-_ON_DYNAMO: list[Callable[[ModuleType], None]] = []
-#: CompiledAsEager contexts open now, and the stance a load inside one of them replaced
-_OPEN = [0]
-_LOADED_INSIDE: list[Any] = []
-
-
-class _ThenLoader:
-    """The package's own loader, then `_dynamo_loaded` once its module has run."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self.inner.exec_module(module)
-        _dynamo_loaded(module)
-
-    def __getattr__(self, name: str) -> Any:  # get_source, is_package, resource readers: the real loader's
-        return getattr(self.inner, name)
-
-
-class _DynamoHook:
-    """A sys.meta_path finder that wraps only `torch._dynamo`'s loader."""
-
-    @staticmethod
-    def find_spec(fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
-        if fullname != _DYNAMO:
-            return None
-        spec = PathFinder.find_spec(fullname, path, target)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _ThenLoader(spec.loader)  # type: ignore[assignment]
-        return spec
-
-
-def _bind_stance() -> None:
-    eval_frame = sys.modules[f"{_DYNAMO}.eval_frame"]
-    _STANCE[:] = [eval_frame._set_stance, eval_frame.DynamoStance("force_eager")]
-
-
-def _dynamo_loaded(module: ModuleType) -> None:
-    _bind_stance()
-    for then in _ON_DYNAMO:
-        then(module)
-    if _OPEN[0]:  # imported inside a watched part: what it compiles there runs eagerly too
-        _LOADED_INSIDE.append(_STANCE[0](_STANCE[1]))
-
-
-def _loaded() -> ModuleType | None:
-    module = sys.modules.get(_DYNAMO)
-    return module if module is not None and not getattr(module.__spec__, "_initializing", False) else None
-
-
-def watch_dynamo() -> None:
-    """Bind the stance switch now if dynamo is loaded (by the harness's own process, before any
-    submission), else as soon as it is imported."""
-    if _loaded() is not None:
-        if not _STANCE:
-            _bind_stance()
-    elif not any(isinstance(f, _DynamoHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _DynamoHook())  # type: ignore[arg-type]
-
-
-def when_dynamo_loads(then: Callable[[ModuleType], None]) -> None:
-    """Run `then(torch._dynamo)` once dynamo is imported (now, if it is)."""
-    _ON_DYNAMO.append(then)
-    loaded = _loaded()
-    if loaded is not None:
-        then(loaded)
-    watch_dynamo()
-
-
+# "force_eager" stance), whose ops the profiler sees. Bound at import, as the profiler is.
+_set_stance = _eval_frame._set_stance
+_FORCE_EAGER = _eval_frame.DynamoStance("force_eager")
 #: profiler events that only compiled code records: one in a watched part means the stance was undone
 COMPILED_EVENTS = (
     "Torch-Compiled Region",
@@ -290,24 +209,14 @@ COMPILED_EVENTS = (
 )
 
 
-watch_dynamo()  # at the harness's import, as the profiler is bound: before any submission code runs
-
-
 class CompiledAsEager:
-    """A context in which every torch.compile'd function runs eagerly (nothing to do while dynamo is not loaded)."""
+    """A context in which every torch.compile'd function runs eagerly."""
 
     def __enter__(self) -> None:
-        _OPEN[0] += 1
-        self.bound = bool(_STANCE)
-        if self.bound:
-            self.prior = _STANCE[0](_STANCE[1])
+        self.prior = _set_stance(_FORCE_EAGER)
 
     def __exit__(self, *exc: object) -> None:
-        _OPEN[0] -= 1
-        if self.bound:
-            _STANCE[0](self.prior)
-        elif _LOADED_INSIDE and not _OPEN[0]:
-            _STANCE[0](_LOADED_INSIDE.pop())
+        _set_stance(self.prior)
 
 
 def compiled_events(names: set[str]) -> list[str]:

@@ -14,9 +14,7 @@ grader/engine/handout/support.py when the handout's tests start.
 
 from __future__ import annotations
 
-from types import ModuleType
-
-from grader.engine.harness import gpu_compile, interpreter_compat, interpreter_driver, kernel_rules, recording
+from grader.engine.harness import gpu_compile, interpreter_compat, interpreter_driver, kernel_rules
 
 #: versions of one compiled function (shapes, dtypes, flags) before dynamo gives up on it; the GPU
 #: suite's cases and timed shapes of one problem need about 20 at most
@@ -30,11 +28,9 @@ def prepare() -> None:
     if interpreter_compat.install():  # @triton.autotune without a GPU driver (no-op on a GPU)
         gpu_compile.install()  # every interpreted launch also compiled for the graded GPU
         interpreter_driver.install()  # Triton's tutorials' driver calls and warmups, without a GPU
-    # once dynamo is imported: importing it here would cost every worker 1.5 s for the few that compile
-    recording.when_dynamo_loads(_raise_recompile_limits)
-
-
-def _raise_recompile_limits(dynamo: ModuleType) -> None:
-    config = dynamo.config
-    config.recompile_limit = max(config.recompile_limit, RECOMPILE_LIMIT)
-    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, ACCUMULATED_RECOMPILE_LIMIT)
+    try:
+        import torch._dynamo.config as dynamo
+    except ImportError:  # pragma: no cover - a torch without dynamo cannot compile anyway
+        return
+    dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
+    dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit, ACCUMULATED_RECOMPILE_LIMIT)
