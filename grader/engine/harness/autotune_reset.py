@@ -24,8 +24,11 @@ from triton.runtime.autotuner import Autotuner
 
 
 def autotuners() -> list[Autotuner]:
-    """Every Triton autotuner alive in this process (module-level decorators and any made since)."""
-    return [obj for obj in gc.get_objects() if isinstance(obj, Autotuner)]
+    """Every Triton autotuner alive in this process (module-level decorators and any made since).
+
+    By the object's own type, not isinstance: isinstance asks the object for its __class__, which a
+    dead weak proxy answers with ReferenceError and any object may answer with a lie."""
+    return [obj for obj in gc.get_objects() if issubclass(type(obj), Autotuner)]
 
 
 @contextmanager
