@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import block_rows  # noqa: E402  (what full marks are)
-from grader.engine.spec.load import load_assignment  # noqa: E402
+from grader.engine.assignment.load import load_assignment  # noqa: E402
 from tests.adversarial import test_corpus as adversarial  # noqa: E402  (its builder and twins)
 from tests.honest import test_corpus as honest  # noqa: E402  (what an honest entry's performance must be)
 

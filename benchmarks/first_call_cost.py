@@ -21,10 +21,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from grader.engine.assignment.load import load_assignment  # noqa: E402
 from grader.engine.judge.performance import load_reference  # noqa: E402
 from grader.engine.problems import REGISTRY  # noqa: E402
 from grader.engine.problems.base import generator  # noqa: E402
-from grader.engine.spec.load import load_assignment  # noqa: E402
 
 CASES = ("single-token-fp16", "ragged-17-causal-bf16", "d16-bf16")
 

@@ -317,7 +317,7 @@ step() { echo; echo "== [$(date +%T)] $*"; }
 #   pip download --no-deps --only-binary=:all: -d .whl einops==0.8.2
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-warn-script-location .whl/*.whl; fi
 # every problem of the spec, in its order (PROBLEMS=gelu,softmax picks some); after the wheels: the spec needs pydantic
-PROBLEMS=${PROBLEMS:-$(python3 -c "from grader.engine.spec.load import load_assignment; print(','.join(p.name for p in load_assignment(hidden=False).problems))")}
+PROBLEMS=${PROBLEMS:-$(python3 -c "from grader.engine.assignment.load import load_assignment; print(','.join(p.name for p in load_assignment(hidden=False).problems))")}
 python3 -c "from grader.engine.spec import versions; d = versions.differences(versions.graded()); print('environment:', '; '.join(d) or 'the grading pair')"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -c "import torch, triton, pydantic; print('torch', torch.__version__, 'triton', triton.__version__, 'pydantic', pydantic.__version__)"

@@ -20,10 +20,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader.engine import timing  # noqa: E402
+from grader.engine.assignment.load import load_assignment  # noqa: E402
 from grader.engine.judge.performance import load_reference  # noqa: E402
 from grader.engine.problems import REGISTRY  # noqa: E402
 from grader.engine.problems.base import generator  # noqa: E402
-from grader.engine.spec.load import load_assignment  # noqa: E402
 
 ROUNDS = 5
 Calls = list[Callable[[], Any]]

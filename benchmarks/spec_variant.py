@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader.engine.spec.load import load_assignment  # noqa: E402
+from grader.engine.assignment.load import load_assignment  # noqa: E402
 from grader.engine.spec.model import DEFAULT_SPEC  # noqa: E402
 
 INLINE = re.compile(r"^(thresholds = \{ )(.*)$", re.MULTILINE)

@@ -27,6 +27,7 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from grader.engine.assignment.load import load_assignment  # noqa: E402
 from grader.engine.handout import isolation, options  # noqa: E402
 from grader.engine.handout.support import (  # noqa: E402  (after TRITON_INTERPRET)
     REPLAY,
@@ -37,7 +38,6 @@ from grader.engine.handout.support import (  # noqa: E402  (after TRITON_INTERPR
 )
 from grader.engine.harness import imports  # noqa: E402
 from grader.engine.spec import versions  # noqa: E402
-from grader.engine.spec.load import load_assignment  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

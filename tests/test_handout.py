@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.engine.spec.load import load_assignment
+from grader.engine.assignment.load import load_assignment
 from grader.engine.timing import MAX_ROUNDS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -35,11 +35,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from grader.engine.assignment.load import load_assignment
     from grader.engine.orchestrator.grade import grade
     from grader.engine.orchestrator.options import options_for
     from grader.engine.records.console import print_profiles, print_result
     from grader.engine.records.report import write_result
-    from grader.engine.spec.load import load_assignment
 
     submission = Path(args.path)
     if not submission.is_dir():

@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from grader.course.containers.image import build_image
-    from grader.engine.spec.load import load_assignment
+    from grader.engine.assignment.load import load_assignment
 
     assignment = load_assignment(args.spec, hidden=False)
     version = assignment.assignment.version

@@ -13,7 +13,7 @@ from grader.engine.spec.model import DEFAULT_SPEC
 
 def cmd_pack(args: argparse.Namespace) -> int:
     from grader.course.pack import PackError, build_archive, run_public_tests
-    from grader.engine.spec.load import load_assignment
+    from grader.engine.assignment.load import load_assignment
 
     console = Console(stderr=True, soft_wrap=True)
     folder = Path(args.submission)

@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd(args: Any) -> int:
-    from grader.engine.spec.load import load_assignment
+    from grader.engine.assignment.load import load_assignment
 
     if args.action == "path":
         folder = location(load_assignment(args.spec, hidden=False).assignment.version)

@@ -13,8 +13,8 @@ from grader.engine.spec.model import DEFAULT_SPEC
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from grader.course.batch.results import commit_result, read_result, rebuild_gradebook, result_files
+    from grader.engine.assignment.load import load_assignment
     from grader.engine.judge.rescore import decide, rescore_result
-    from grader.engine.spec.load import load_assignment
 
     console = Console(stderr=True, soft_wrap=True)
     grades = Path(args.grades)

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from grader.course.pack import PackError, build_archive, run_public_tests
     from grader.course.precheck import check_submission
     from grader.course.service.client import ServerError
-    from grader.engine.spec.load import load_assignment
+    from grader.engine.assignment.load import load_assignment
 
     console = Console(stderr=True, soft_wrap=True)
     client = client_from(args, console)

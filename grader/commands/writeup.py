@@ -13,8 +13,8 @@ def cmd_writeup(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from grader.course.writeup import WriteupError, blocks, regenerate
+    from grader.engine.assignment.load import load_assignment
     from grader.engine.records.files import write_atomic
-    from grader.engine.spec.load import load_assignment
 
     console = Console(stderr=True)
     spec = load_assignment(args.spec, hidden=False)

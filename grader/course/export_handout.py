@@ -14,9 +14,9 @@ import shutil
 from pathlib import Path
 
 from grader import ROOT
+from grader.engine.assignment.load import load_assignment
 from grader.engine.records.files import write_atomic
 from grader.engine.spec import toml, versions
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import HIDDEN_NAME
 
 SHIPPED = ("handout", "student_template", "grader")

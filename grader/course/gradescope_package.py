@@ -20,8 +20,8 @@ from pathlib import Path
 
 from grader import ROOT
 from grader.course import gradescope_scripts
+from grader.engine.assignment.load import load_assignment
 from grader.engine.records.gradescope_gpu import GPU_GRADES_NAME, collect
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import DEFAULT_SPEC, HIDDEN_NAME
 
 #: where the package has run end to end (tests/grader/course/test_gradescope_container.py)

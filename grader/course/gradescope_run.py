@@ -105,11 +105,11 @@ def student_notes(hidden_tests: int, pending_points: float, gpu_note: str) -> li
 
 def _graded(source: Path, upload: Path, metadata: Path, results: Path, problems: list[str] | None) -> str:
     from grader.course.batch import gradescope_metadata
+    from grader.engine.assignment.load import load_assignment
     from grader.engine.judge import rescore
     from grader.engine.orchestrator.launch import GradeCommand, hidden_paths
     from grader.engine.records import gradescope, gradescope_gpu
     from grader.engine.records.model import Result
-    from grader.engine.spec.load import load_assignment
 
     spec_path = source / "assignment" / "assignment.toml"
     assignment = load_assignment(spec_path)

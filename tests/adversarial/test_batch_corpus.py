@@ -132,7 +132,7 @@ BUILD: dict[str, Callable[[Path, Path], None]] = {
 def _image() -> None:
     """Build the CPU grading image from this tree; skip (with the reason) where it cannot be built."""
     pytest.importorskip("docker")
-    from grader.engine.spec.load import load_assignment
+    from grader.engine.assignment.load import load_assignment
 
     try:
         client = containers.docker_client()

@@ -25,8 +25,8 @@ from grader.course.export_handout import export_handout
 from grader.engine.harness import gpu_compile, imports, interpreter_driver
 from grader.engine.harness.serve import describe_exception
 from grader.engine.spec import gpu_limits, versions
-from grader.engine.spec.load import load_environment
 from grader.engine.spec.model import SpecError
+from grader.engine.spec.versions import load_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = load_environment()

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import torch
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.records.model import Result
-from grader.engine.spec.load import load_assignment
 
 pytestmark = pytest.mark.slow
 

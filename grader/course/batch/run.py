@@ -38,12 +38,12 @@ from grader.course.batch.runner_choice import ClusterRunners, make_runner
 from grader.course.batch.runners import Runner
 from grader.course.batch.tasks import Task, prepare
 from grader.course.containers.docker import Cancelled
+from grader.engine.assignment.load import load_assignment
 from grader.engine.orchestrator.launch import DEFAULT_SECRET, resolve_device
 from grader.engine.records import gradebook
 from grader.engine.records.console import batch_table, phase_line, phase_totals, progress_line
 from grader.engine.records.model import Result
 from grader.engine.records.text import printable
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import Assignment
 
 

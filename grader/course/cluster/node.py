@@ -26,10 +26,10 @@ from grader.course.batch.discovery import Entry
 from grader.course.batch.results import MAX_RESULT_BYTES
 from grader.course.batch.runners import ROOT, DockerRunner, SubprocessRunner
 from grader.course.batch.tasks import Task
+from grader.engine.assignment.load import load_assignment
 from grader.engine.orchestrator.launch import GradeCommand
 from grader.engine.records.files import submission_files
 from grader.engine.records.model import Result
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import Assignment
 
 #: what a grading leaves in its output folder, relative to it; nothing else travels back

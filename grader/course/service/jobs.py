@@ -22,9 +22,9 @@ from grader.course.batch.discovery import Entry
 from grader.course.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWANCE_S, BatchOptions
 from grader.course.batch.tasks import Task, prepare
 from grader.course.containers.docker import Cancelled
+from grader.engine.assignment.load import load_assignment
 from grader.engine.orchestrator.launch import GradeCommand
 from grader.engine.records.model import Result
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import Assignment
 
 #: the grade options of each mode beyond the common ones: (public cases only, time the kernels,

@@ -23,8 +23,8 @@ from grader.course.service.connections import GuardedH11Protocol
 from grader.course.service.jobs import GradingSetup
 from grader.course.service.quotas import effective
 from grader.course.service.scheduler import Scheduler
+from grader.engine.assignment.load import load_assignment
 from grader.engine.orchestrator.launch import resolve_device
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import DEFAULT_SPEC
 
 #: the shortest pseudonym key taken from the environment

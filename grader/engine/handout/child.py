@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TextIO
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.handout import errors
 from grader.engine.harness import calls, imports, student_runtime, tracebacks
 from grader.engine.harness.watch import GUARD, arm, tamper_message
@@ -32,7 +33,6 @@ from grader.engine.problems import REGISTRY
 from grader.engine.problems.base import case_seed, generator, move_inputs
 from grader.engine.problems.memory_estimate import Estimate, estimate
 from grader.engine.spec import gpu_limits, versions
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import Case, Problem
 
 PUBLIC_SECRET = "public"

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from grader.engine import timing
+from grader.engine.assignment.load import load_assignment
 from grader.engine.handout import child, errors
 from grader.engine.handout.child import PUBLIC_SECRET, Reply, kernel_message
 from grader.engine.handout.isolation import Ended, ProblemProcess
@@ -31,7 +32,6 @@ from grader.engine.loading import load_function
 from grader.engine.problems import REGISTRY
 from grader.engine.problems.base import generator
 from grader.engine.problems.memory_estimate import Estimate, gib
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import Case, Problem
 
 

@@ -22,9 +22,9 @@ def build(spec: Path, problems: list[str] | None = None, log: Any = print) -> Pa
 
     import torch
 
+    from grader.engine.assignment.load import load_assignment
     from grader.engine.judge import performance
     from grader.engine.problems import REGISTRY
-    from grader.engine.spec.load import load_assignment
 
     if not torch.cuda.is_available():
         raise RuntimeError("grader reference-cache build needs a CUDA GPU (the reference is only timed on one)")

@@ -9,10 +9,11 @@ the file and the key that was wrong, not deep inside a kernel call.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from packaging.specifiers import SpecifierSet
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from grader import ROOT
 
@@ -335,3 +336,22 @@ class Assignment(Strict):
     @property
     def has_hidden_cases(self) -> bool:
         return any(c.visibility == "hidden" for p in self.problems for c in p.cases)
+
+
+def _where(loc: tuple[Any, ...], names: list[str]) -> str:
+    """An error location with problems by name: problems[<name>].thresholds, not problems.0.thresholds."""
+    parts = list(loc)
+    if len(parts) >= 2 and parts[0] == "problems" and isinstance(parts[1], int) and parts[1] < len(names):
+        parts = [f"problems[{names[parts[1]]}]", *parts[2:]]
+    return ".".join(str(x) for x in parts)
+
+
+def model_errors(path: Path, err: ValidationError, prefix: str = "", names: list[str] | None = None) -> str:
+    """A validation error as the spec's author reads it: file, field by problem name, value."""
+    lines = [f"{path}: invalid assignment spec"]
+    for e in err.errors():
+        loc = prefix + _where(e["loc"], names or [])
+        got = e.get("input")
+        got_text = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"  - {loc}: {e['msg']}{got_text}")
+    return "\n".join(lines)

@@ -13,11 +13,13 @@ import platform
 import re
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
+from pydantic import ValidationError
 
-from grader.engine.spec.load import load_environment
-from grader.engine.spec.model import Environment
+from grader.engine.spec import toml
+from grader.engine.spec.model import DEFAULT_SPEC, Environment, SpecError, model_errors
 
 WRITEUP = 'assignment/README.md, "Triton versions"'
 #: the spec's environment, handed to each worker: the worker's namespace hides assignment/
@@ -119,3 +121,15 @@ def hint(message: str, env: Environment | None = None) -> str | None:
             f"Triton {env.triton}. Use what Triton {env.triton} has ({WRITEUP})."
         )
     return None
+
+
+def load_environment(path: Path | str = DEFAULT_SPEC) -> Environment:
+    """Only the [environment] table: what the worker and the handout need before any submission code runs."""
+    path = Path(path)
+    table = toml.read(path).get("environment")
+    if not isinstance(table, dict):
+        raise SpecError(f"{path}: needs an [environment] table (torch, triton, numpy, python, allowed_imports)")
+    try:
+        return Environment.model_validate(table)
+    except ValidationError as exc:
+        raise SpecError(model_errors(path, exc, prefix="environment.")) from None

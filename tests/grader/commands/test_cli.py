@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from grader import cli
-from grader.engine.spec.load import load_assignment
+from grader.engine.assignment.load import load_assignment
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grader import ROOT
-from grader.engine.spec.load import load_assignment
+from grader.engine.assignment.load import load_assignment
 from grader.engine.spec.model import DEFAULT_SPEC, HIDDEN_NAME
 
 

@@ -11,8 +11,8 @@ from grader import cli
 from grader.course.batch import archives
 from grader.course.batch.discovery import discover
 from grader.course.batch.tasks import prepare
+from grader.engine.assignment.load import load_assignment
 from grader.engine.records.files import submission_hash
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[3]
 CORRECT = ROOT / "examples" / "submissions" / "correct"

@@ -66,7 +66,7 @@ def test_toml_falls_back_to_tomli_where_tomllib_is_missing() -> None:
         "import sys\n"
         "sys.modules['tomllib'] = None  # as on Python 3.10\n"
         "from grader.engine.spec import toml\n"
-        "from grader.engine.spec.load import load_assignment\n"
+        "from grader.engine.assignment.load import load_assignment\n"
         "assert toml.loads('a = 1') == {'a': 1} and toml.TOMLDecodeError.__module__.startswith('tomli')\n"
         "print(len(load_assignment().problems))\n"
     )

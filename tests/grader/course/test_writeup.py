@@ -9,7 +9,7 @@ import pytest
 
 from grader import cli
 from grader.course.writeup import WriteupError, blocks, regenerate, render_block
-from grader.engine.spec.load import load_assignment
+from grader.engine.assignment.load import load_assignment
 from grader.engine.spec.model import DEFAULT_SPEC
 
 WRITEUP = DEFAULT_SPEC.parent / "README.md"

@@ -14,7 +14,7 @@ import pytest
 
 from grader.course.batch.archive_limits import ArchiveError, Limits
 from grader.course.batch.archives import archive_suffix, find_submission_root, strip_archive_suffix, unpack
-from grader.engine.spec.load import load_assignment
+from grader.engine.assignment.load import load_assignment
 
 MODULES = [p.module for p in load_assignment(hidden=False).problems]
 

@@ -25,9 +25,9 @@ from grader.course.batch.options import PER_PROBLEM_ALLOWANCE_S, STARTUP_ALLOWAN
 from grader.course.batch.results import BadResult, collect_result
 from grader.course.batch.run import BatchLock, run_batch
 from grader.course.batch.tasks import Task
+from grader.engine.assignment.load import load_assignment
 from grader.engine.records.files import submission_hash
 from grader.engine.records.model import AssignmentRef, ProblemResult, Result, RunEnvironment, SubmissionRef
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 CORRECT = ROOT / "examples" / "submissions" / "correct"

@@ -8,7 +8,7 @@ from pathlib import Path
 from grader.course.batch.discovery import discover
 from grader.course.batch.order import TEMPLATE, expected_cost, heaviest_first
 from grader.course.batch.tasks import Task, prepare
-from grader.engine.spec.load import load_assignment
+from grader.engine.assignment.load import load_assignment
 
 SPEC = load_assignment(hidden=False)
 MODULES = [p.module for p in SPEC.problems]

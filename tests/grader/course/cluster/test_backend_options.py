@@ -12,9 +12,9 @@ from grader import cli
 from grader.commands import cluster_options
 from grader.course.batch.errors import BatchError
 from grader.course.cluster import node, ray_backend, slurm_backend
+from grader.engine.assignment.load import load_assignment
 from grader.engine.records.files import submission_hash
 from grader.engine.records.model import AssignmentRef, Result, RunEnvironment, SubmissionRef
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 CORRECT = ROOT / "examples" / "submissions" / "correct"
@@ -94,8 +94,8 @@ def test_the_gradebook_names_node_and_gpu() -> None:
 
 def test_a_node_with_another_spec_refuses_to_grade(tmp_path: Path) -> None:
     from grader.course.batch.context import Context
+    from grader.engine.assignment.load import load_assignment
     from grader.engine.orchestrator.launch import GradeCommand
-    from grader.engine.spec.load import load_assignment
     from grader.engine.spec.model import DEFAULT_SPEC
 
     assignment = load_assignment()

@@ -31,8 +31,8 @@ from grader.course.batch.runners import DockerRunner
 from grader.course.containers import docker as containers
 from grader.course.containers import gpus, runner
 from grader.course.containers import image as images
+from grader.engine.assignment.load import load_assignment
 from grader.engine.records.model import Result
-from grader.engine.spec.load import load_assignment
 
 pytestmark = pytest.mark.slow
 

@@ -22,8 +22,8 @@ from grader.course.service.jobs import GradingSetup, Outcome
 from grader.course.service.limits import RateLimiter
 from grader.course.service.quotas import effective
 from grader.course.service.scheduler import Scheduler
+from grader.engine.assignment.load import load_assignment
 from grader.engine.records.model import AssignmentRef, ProblemResult, Result, RunEnvironment, SubmissionRef
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import Service
 
 MODULES = ["gelu", "softmax", "matmul", "flash_attention"]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.handout.isolation import PRELOAD, submission_frames
 from grader.engine.handout.support import CaseRunner
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 CORRECT = ROOT / "examples" / "submissions" / "correct"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.handout.support import CaseRunner, SampleReplay, cases_for
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 CORRECT_GELU = ROOT / "examples" / "submissions" / "correct" / "gelu.py"

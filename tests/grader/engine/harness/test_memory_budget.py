@@ -18,8 +18,8 @@ from pydantic import ValidationError
 
 from grader.cli import main
 from grader.engine import protocol
+from grader.engine.assignment.load import load_assignment
 from grader.engine.harness import memory_share
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import SpecError
 from tests.spec_support import spec_with_budget
 

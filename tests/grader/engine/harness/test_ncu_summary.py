@@ -143,8 +143,8 @@ def test_the_orchestrator_finds_ncu_or_is_told_not_to(tmp_path: Path, monkeypatc
 
 
 def test_profile_records_carry_the_counters_or_the_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from grader.engine.assignment.load import load_assignment
     from grader.engine.problems import REGISTRY
-    from grader.engine.spec.load import load_assignment
 
     problem = load_assignment().problem("gelu")
     monkeypatch.setenv(profiles.NCU_ENV, stand_in(tmp_path, ""))

@@ -16,13 +16,13 @@ import pytest
 import torch
 
 from grader.engine import protocol
+from grader.engine.assignment.load import load_assignment
 from grader.engine.harness import serve as worker
 from grader.engine.harness import watch
 from grader.engine.judge.checks import check_call
 from grader.engine.problems import REGISTRY
 from grader.engine.sandbox.config import SandboxConfig
 from grader.engine.sandbox.process import WorkerProcess
-from grader.engine.spec.load import load_assignment
 from tests.grader.worker_support import printed_at_import
 
 GELU = REGISTRY["gelu"]

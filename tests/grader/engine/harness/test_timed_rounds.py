@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.harness import calls
 from grader.engine.harness.timed_rounds import FreshRounds
 from grader.engine.harness.watch import LaunchCounter
@@ -29,7 +30,6 @@ from grader.engine.loading import load_file
 from grader.engine.problems import REGISTRY
 from grader.engine.problems.base import generator
 from grader.engine.records.model import ShapeTiming
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 CHEATS = ROOT / "tests" / "adversarial" / "submissions"

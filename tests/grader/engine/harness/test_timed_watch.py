@@ -11,11 +11,11 @@ from typing import Any
 import torch
 
 from grader.engine import protocol
+from grader.engine.assignment.load import load_assignment
 from grader.engine.harness import calls, timed_watch
 from grader.engine.judge.performance import watched_flags
 from grader.engine.judge.windows import watch_round
 from grader.engine.problems import REGISTRY
-from grader.engine.spec.load import load_assignment
 
 GELU = REGISTRY["gelu"]
 CASE = GELU.case_model.model_validate({"name": "t", "suite": "gpu", "shape": [8, 16], "dtype": "float32"})

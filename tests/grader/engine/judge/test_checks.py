@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.judge.checks import compare, kernel_check
 from grader.engine.problems import REGISTRY
-from grader.engine.spec.load import load_assignment
 
 
 def test_within_tolerance_passes() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.judge import rescore
 from grader.engine.judge.fingerprint import fingerprint
 from grader.engine.records.model import (
@@ -20,7 +21,6 @@ from grader.engine.records.model import (
     SubmissionRef,
     TestResult,
 )
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import DEFAULT_SPEC, Assignment
 
 GELU_POINTS = "points = { correctness = 10, performance = 5 }"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.judge.scan import MAX_FILE_BYTES, scan_submission
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 CORPUS = ROOT / "tests" / "adversarial"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.judge.scoring import assign_case_points, finish_problem, performance_fraction
 from grader.engine.records.model import Performance, ProblemResult, TestResult
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import DEFAULT_SPEC, Thresholds, Tier
 
 

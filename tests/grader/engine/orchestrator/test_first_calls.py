@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from grader.cli import main
+from grader.engine.assignment.load import load_assignment
 from grader.engine.judge import performance
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 CORRECT_GELU = (ROOT / "examples" / "submissions" / "correct" / "gelu.py").read_text()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from grader.cli import main
+from grader.engine.assignment.load import load_assignment
 from grader.engine.sandbox.processes import run_state
-from grader.engine.spec.load import load_assignment
 from tests.spec_support import spec_with_limit
 
 ROOT = Path(__file__).resolve().parents[4]

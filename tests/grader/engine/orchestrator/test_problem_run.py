@@ -14,13 +14,13 @@ from pathlib import Path
 import torch
 
 from grader.engine import protocol
+from grader.engine.assignment.load import load_assignment
 from grader.engine.judge import performance, round_checks
 from grader.engine.orchestrator import gpu_lease, problem_result, timed_shapes
 from grader.engine.orchestrator.options import GradeOptions
 from grader.engine.orchestrator.problem_run import ProblemRun
 from grader.engine.records.model import ShapeTiming
 from grader.engine.sandbox.config import SandboxConfig
-from grader.engine.spec.load import load_assignment
 
 SPEC = load_assignment(hidden=False)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from grader.engine import protocol
+from grader.engine.assignment.load import load_assignment
 from grader.engine.orchestrator import profiles
 from grader.engine.problems import REGISTRY
-from grader.engine.spec.load import load_assignment
 
 
 def test_each_benchmark_shape_gets_its_kernels_or_why_not() -> None:

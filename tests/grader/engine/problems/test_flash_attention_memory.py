@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.loading import load_function
 from grader.engine.problems.flash_attention.case import AttentionCase
 from grader.engine.problems.flash_attention.memory_estimate import score_matrices
 from grader.engine.problems.flash_attention.peak import estimate_peak_bytes
 from grader.engine.problems.memory_estimate import GIB
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 BENCHMARKS = load_assignment(hidden=False).problem("flash_attention").benchmarks

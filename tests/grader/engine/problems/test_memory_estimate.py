@@ -13,10 +13,10 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import KernelInterface
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.loading import load_function
 from grader.engine.problems import REGISTRY
 from grader.engine.problems.memory_estimate import GIB, LiveBytes, estimate, gib, triton_launches_skipped
-from grader.engine.spec.load import load_assignment
 
 ROOT = Path(__file__).resolve().parents[4]
 SPEC = load_assignment(hidden=False)

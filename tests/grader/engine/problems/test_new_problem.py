@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.engine.spec.load import load_assignment
+from grader.engine.assignment.load import load_assignment
 from grader.engine.spec.model import SpecError
 from tests.grader.problem_homes import missing
 

@@ -428,9 +428,9 @@ say(child=child.pid)
         assert worker.proc is not None and run_state(worker.proc.pid) == "T"
         stopped = [p for p in worker._processes() if p != worker.proc.pid]
         assert stopped and all(run_state(p) == "T" for p in stopped)
+        from grader.engine.assignment.load import load_assignment
         from grader.engine.problems import REGISTRY
         from grader.engine.problems.base import generator
-        from grader.engine.spec.load import load_assignment
 
         (gelu,) = [p for p in load_assignment(hidden=False).problems if p.name == "gelu"]
         case = gelu.suite_cases("cpu")[0]

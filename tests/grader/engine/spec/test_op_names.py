@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.spec import op_names
-from grader.engine.spec.load import load_assignment
 
 ALLOWED = load_assignment().kernel_rule.allowed_ops
 

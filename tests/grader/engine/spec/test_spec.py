@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from grader.engine.assignment.load import load_assignment
 from grader.engine.problems import REGISTRY
-from grader.engine.spec.load import load_assignment
 from grader.engine.spec.model import DEFAULT_SPEC, SpecError
 
 MINIMAL = """

@@ -61,7 +61,7 @@ def oversized(problem_name: str, case: Case, suite: str) -> str | None:
         return None
     return (
         f"{case.name} moves {elements:.3g} elements, over the {suite} suite's limit of {limit:.3g} "
-        f"(MAX_CASE_ELEMENTS in grader/engine/spec/checks.py)"
+        f"(MAX_CASE_ELEMENTS in grader/engine/assignment/checks.py)"
     )
 
 

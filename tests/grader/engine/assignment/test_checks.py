@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.engine.spec.checks import MAX_CASE_ELEMENTS, aten_ops, unknown_ops
-from grader.engine.spec.load import load_assignment
+from grader.engine.assignment.checks import MAX_CASE_ELEMENTS, aten_ops, unknown_ops
+from grader.engine.assignment.load import load_assignment
 from grader.engine.spec.model import DEFAULT_SPEC, SpecError
 
 ROOT = Path(__file__).resolve().parents[4]

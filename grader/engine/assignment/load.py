@@ -11,41 +11,10 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from grader.engine.assignment.checks import problems_errors
 from grader.engine.problems import REGISTRY
 from grader.engine.spec import toml
-from grader.engine.spec.checks import problems_errors
-from grader.engine.spec.model import DEFAULT_SPEC, HIDDEN_NAME, Assignment, Case, Environment, SpecError
-
-
-def _where(loc: tuple[Any, ...], names: list[str]) -> str:
-    """An error location with problems by name: problems[<name>].thresholds, not problems.0.thresholds."""
-    parts = list(loc)
-    if len(parts) >= 2 and parts[0] == "problems" and isinstance(parts[1], int) and parts[1] < len(names):
-        parts = [f"problems[{names[parts[1]]}]", *parts[2:]]
-    return ".".join(str(x) for x in parts)
-
-
-def _format_errors(path: Path, err: ValidationError, prefix: str = "", names: list[str] | None = None) -> str:
-    lines = [f"{path}: invalid assignment spec"]
-    for e in err.errors():
-        loc = prefix + _where(e["loc"], names or [])
-        got = e.get("input")
-        got_text = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"  - {loc}: {e['msg']}{got_text}")
-    return "\n".join(lines)
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return toml.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"{path}: assignment file not found") from None
-    except toml.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+from grader.engine.spec.model import DEFAULT_SPEC, HIDDEN_NAME, Assignment, Case, SpecError, model_errors
 
 
 def _typed_cases(path: Path, prob: dict[str, Any], key: str, raw_cases: list[Any], visibility: str) -> list[Case]:
@@ -69,7 +38,7 @@ def _typed_cases(path: Path, prob: dict[str, Any], key: str, raw_cases: list[Any
             cases.append(kind.case_model.model_validate(raw))
         except ValidationError as exc:
             label = raw.get("name", i)
-            raise SpecError(_format_errors(path, exc, prefix=f"problems[{name}].{key}[{label}].")) from None
+            raise SpecError(model_errors(path, exc, prefix=f"problems[{name}].{key}[{label}].")) from None
     return cases
 
 
@@ -80,11 +49,11 @@ def load_assignment(path: Path | str = DEFAULT_SPEC, hidden: Path | str | None |
     Docker image can make them readable by root only.
     """
     path = Path(path)
-    data = _read_toml(path)
+    data = toml.read(path)
     hidden_path = None if hidden is False else Path(hidden) if hidden else path.with_name(HIDDEN_NAME)
     hidden_data: dict[str, Any] = {}
     if hidden_path is not None and hidden_path.exists():
-        hidden_data = _read_toml(hidden_path)
+        hidden_data = toml.read(hidden_path)
         unknown = set(hidden_data) - {"hidden"}
         if unknown:
             raise SpecError(
@@ -115,20 +84,8 @@ def load_assignment(path: Path | str = DEFAULT_SPEC, hidden: Path | str | None |
     try:
         assignment = Assignment.model_validate({**data, "problems": built})
     except ValidationError as exc:
-        raise SpecError(_format_errors(path, exc, names=[str(p.get("name", i)) for i, p in enumerate(built)])) from None
+        raise SpecError(model_errors(path, exc, names=[str(p.get("name", i)) for i, p in enumerate(built)])) from None
     errors = problems_errors(assignment.problems, assignment.kernel_rule)
     if errors:
         raise SpecError("\n".join([f"{path}: invalid assignment spec", *(f"  - {e}" for e in errors)]))
     return assignment
-
-
-def load_environment(path: Path | str = DEFAULT_SPEC) -> Environment:
-    """Only the [environment] table: what the worker and the handout need before any submission code runs."""
-    path = Path(path)
-    table = _read_toml(path).get("environment")
-    if not isinstance(table, dict):
-        raise SpecError(f"{path}: needs an [environment] table (torch, triton, numpy, python, allowed_imports)")
-    try:
-        return Environment.model_validate(table)
-    except ValidationError as exc:
-        raise SpecError(_format_errors(path, exc, prefix="environment.")) from None
