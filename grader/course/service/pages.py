@@ -68,6 +68,8 @@ def leaderboard_page(request: Request) -> Response:
         title=server.assignment.assignment.title,
         rows=[s.row(n) for n, s in enumerate(ranked, start=1)],
         finals=any(s.job.mode == "final" for s in ranked),
+        # a place comes from a benchmark submission, which needs a GPU, or from the final grading
+        on_cpu=server.device != "cuda",
     )
 
 

@@ -189,3 +189,14 @@ def test_a_form_posted_from_another_site_is_refused(tmp_path: Path) -> None:
         assert store.published_at(s.server.engine) is not None
         student = s.client.post("/staff/publish", headers=cookie(s, "alice"))
         assert student.status_code == 403
+
+
+def test_an_empty_leaderboard_says_where_places_come_from(tmp_path: Path) -> None:
+    """Issue 53: a CPU server takes no benchmark submission, so its page must not promise a ranking
+    that only the final grading can give; a GPU server's page says what a place comes from."""
+    with service(tmp_path / "cpu") as s:
+        text = s.client.get("/leaderboard").text
+        assert "Nobody is ranked yet" in text and "grades on a CPU" in text and "final grades are published" in text
+    with service(tmp_path / "gpu", device="cuda") as s:
+        text = s.client.get("/leaderboard").text
+        assert "best benchmark submission" in text and "grades on a CPU" not in text
