@@ -282,8 +282,9 @@ def test_the_slowest_first_files_of_the_test_order_exist() -> None:
 
 #: the course layer: what grades a class, serves students and ranks them; it launches the engine
 COURSE = ("grader.course",)
-#: what the course layer may use of the engine: the spec (its models and their reading), the records (the model and what reads
-#: and writes it), the command line a grading is launched by, and re-scoring: a stored record
+#: what the course layer may use of the engine: the spec (its models and their reading), the
+#: records (the model and what reads and writes it), the command line a grading is launched by,
+#: and re-scoring: a stored record
 #: under a changed spec (`grader batch` resuming, Gradescope's run adding a GPU batch's times),
 #: the engine's rules applied to the record's numbers with no kernel run
 ENGINE_API = (
