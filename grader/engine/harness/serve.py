@@ -96,9 +96,9 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
             note = versions.hint(summary) or gpu_limits.hint(summary)
             note = note if note is None or note.startswith("Triton") else f"hint: {note}"
             summary += f"\n{note}" if note else ""
-        text = str(exc)
-        fatal = isinstance(exc, torch.OutOfMemoryError) or "CUDA error" in text or "illegal memory access" in text
-        return protocol.Failed(type=kind, message=_trim(summary), traceback=_trim(tb), fatal=fatal)
+        return protocol.Failed(
+            type=kind, message=_trim(summary), traceback=_trim(tb), fatal=tracebacks.ends_the_worker(exc)
+        )
     except BaseException:  # noqa: BLE001 - an exception whose str() or repr() itself fails
         return protocol.Failed(
             type="Exception", message="the submission raised an exception whose message could not be read"

@@ -1,12 +1,16 @@
 """The lines of a submission's own files that an error went through, for the worker's reply and
 for `pytest handout` alike. Triton's interpreter raises an `InterpreterError` from the error of
 the kernel's own line (the `tl.load` that went out of bounds): the frames of what an error was
-raised from count too, or the message would point at the launch alone."""
+raised from count too, or the message would point at the launch alone. And whether an error leaves
+the worker fit for another call (`ends_the_worker`)."""
 
 from __future__ import annotations
 
 import traceback
 from pathlib import Path
+
+import torch
+from triton.runtime.errors import InterpreterError
 
 
 def chain(error: BaseException | None) -> list[BaseException]:
@@ -30,3 +34,16 @@ def student_frames(error: BaseException, submission: Path) -> list[traceback.Fra
                 places.add(place)
                 frames.append(frame)
     return frames
+
+
+def ends_the_worker(exc: BaseException) -> bool:
+    """After it, this process's GPU memory or CUDA context cannot be trusted for another call.
+    Triton's interpreter's errors never: an out-of-bounds access it caught on the CPU says what a
+    GPU would do ("an illegal memory access") but left nothing broken (each such case restarted
+    the worker, 5 s a case)."""
+    if isinstance(exc, InterpreterError):
+        return False
+    if isinstance(exc, (torch.OutOfMemoryError, torch.AcceleratorError)):
+        return True
+    text = str(exc)
+    return "CUDA error" in text or "an illegal memory access was encountered" in text

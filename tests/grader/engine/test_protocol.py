@@ -346,3 +346,17 @@ def test_a_timed_replys_host_steps_are_bounded_numbers() -> None:
         protocol.parse_reply({**header, "host_s": {str(i): 0.1 for i in range(9)}}, TIME.replies)
     with pytest.raises(protocol.ProtocolError, match="host_s"):
         protocol.parse_reply({**header, "host_s": {"rounds": "fast"}}, TIME.replies)
+
+
+def test_an_out_of_bounds_access_the_interpreter_caught_leaves_the_worker_running() -> None:
+    """Its message says what a GPU would do ("an illegal memory access"); nothing is broken, so the
+    worker is not restarted for every such case (5 s each); a real CUDA error still ends it."""
+    from triton.runtime.errors import InterpreterError
+
+    from grader.engine.harness.tracebacks import ends_the_worker
+
+    caught = InterpreterError('OutOfBounds("tl.load ... stops with an illegal memory access. Hint: ...")')
+    assert not worker.describe_exception(caught, Path("/nowhere")).fatal
+    assert ends_the_worker(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert ends_the_worker(torch.AcceleratorError("CUDA error: unspecified launch failure"))
+    assert not ends_the_worker(ValueError("block size too large"))
