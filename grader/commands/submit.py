@@ -53,20 +53,20 @@ def client_from(args: argparse.Namespace, console: Console):  # type: ignore[no-
 
 def run(args: argparse.Namespace) -> int:
     from grader.course.pack import PackError, build_archive, run_public_tests
-    from grader.course.precheck import check_submission
+    from grader.course.precheck import check_submission, spec_modules
     from grader.course.service.client import ServerError
-    from grader.engine.assignment.load import load_assignment
 
     console = Console(stderr=True, soft_wrap=True)
     client = client_from(args, console)
     if client is None:
         return 2
     folder = Path(args.submission)
-    spec = load_assignment(args.spec, hidden=False)
+    named = spec_modules(args.spec)  # no PyTorch yet: the checks below take milliseconds
+    modules = [module for _, module in named]
     problems = args.problems.split(",") if args.problems else None
-    chosen = [p.name for p in spec.problems if not problems or p.name in problems]
+    chosen = [name for name, _ in named if not problems or name in problems]
     try:  # before any test or upload: a typo or a SyntaxError costs neither time nor quota
-        check_submission(folder, [p.module for p in spec.problems])
+        check_submission(folder, modules)
     except (PackError, OSError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="grader-submit-") as scratch:
             archive = Path(scratch) / "submission.tar.gz"
-            build_archive(folder, archive, [p.module for p in spec.problems])
+            build_archive(folder, archive, modules)
             view = client.submit(archive.read_bytes(), archive.name, args.mode, problems)
     except (PackError, OSError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")

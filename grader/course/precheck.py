@@ -10,6 +10,18 @@ import ast
 from pathlib import Path
 
 from grader.course.pack import PackError, files_to_pack
+from grader.engine.spec import toml
+from grader.engine.spec.model import SpecError
+
+
+def spec_modules(spec: Path) -> list[tuple[str, str]]:
+    """(problem, module) of each problem the spec names, read without validating it: validating
+    loads every problem's kind, which imports PyTorch (seconds) before a typo could be said."""
+    try:
+        problems = toml.read(spec).get("problems")
+        return [(str(p["name"]), str(p["module"])) for p in problems]  # type: ignore[union-attr]
+    except (KeyError, TypeError, AttributeError):
+        raise SpecError(f"{spec}: every [[problems]] table needs a name and a module") from None
 
 
 def syntax_error(path: Path, folder: Path) -> str | None:

@@ -43,3 +43,19 @@ def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
     message = str(raised.value)
     assert "softmax.py, line 3: " in message and "helpers.py, line 1: unexpected indent" in message
     assert "gelu.py" not in message
+
+
+def test_submit_says_a_folder_is_missing_before_loading_pytorch(tmp_path: Path) -> None:
+    """The precheck reads the spec's module names without validating it (validation imports every
+    problem's kind, and PyTorch with it: seconds before a typo could be said)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    code = (
+        "import sys\nfrom grader.cli import main\n"
+        f"code = main(['submit', {str(tmp_path / 'student_templat')!r}, '--server', 'http://127.0.0.1:9', "
+        "'--token', 'x'])\nprint('TORCH-LOADED' if 'torch' in sys.modules else 'NO-TORCH', code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert "no such folder" in done.stderr and "NO-TORCH 2" in done.stdout, done.stdout + done.stderr
