@@ -58,10 +58,19 @@ def _checked(run: ProblemRun) -> list[TestResult] | BaseException:
     """The problem's correctness half, or what failed on the grader's side (the submission's own
     failures are verdicts inside: nothing it does raises here)."""
     try:
-        if run.options.events:
-            run.options.events(ProblemEvent(problem=run.problem.name, stage="started", cases=len(run.cases)))
+        events, started = run.options.events, time.monotonic()
+        if events:
+            events(ProblemEvent(problem=run.problem.name, stage="started", cases=len(run.cases)))
         with trace.span(run.problem.name, "correctness"):
             tests = run.check()
+        if events:
+            seconds = time.monotonic() - started
+            done = cases_done(tests)
+            events(
+                ProblemEvent(
+                    problem=run.problem.name, stage="checked", cases=len(run.cases), cases_done=done, seconds=seconds
+                )
+            )
         with trace.span(run.problem.name, "first calls at the benchmark shapes"):
             first_calls.warm(run, tests)
     except Exception as exc:  # noqa: BLE001 - the grader's own failure: retried, then ungradable

@@ -14,10 +14,11 @@ from grader.engine.records.model import ProblemStatus, TestResult
 
 
 class ProblemEvent(BaseModel):
-    """One problem started, or ended with `cases_done` of its `cases` run in `seconds`."""
+    """One problem started, its cases checked (`cases_done` of `cases` in its own `seconds`), or
+    ended with its status (timing, if any, done too: `seconds` from its start to its end)."""
 
     problem: str
-    stage: Literal["started", "finished"]
+    stage: Literal["started", "checked", "finished"]
     cases: int
     cases_done: int = 0
     seconds: float = 0.0
@@ -27,6 +28,8 @@ class ProblemEvent(BaseModel):
         """The event as one plain line ("gelu: 12/12 cases, 8.1 s, passed")."""
         if self.stage == "started":
             return f"{self.problem}: started ({self.cases} case{'' if self.cases == 1 else 's'})"
+        if self.stage == "checked":  # as each problem's cases end: problems run one after another on a CPU
+            return f"{self.problem}: {self.cases_done}/{self.cases} cases checked in {self.seconds:.1f} s"
         text = f"{self.problem}: {self.cases_done}/{self.cases} cases, {self.seconds:.1f} s"
         return text + (f", {self.status}" if self.status else "")
 
