@@ -133,7 +133,8 @@ def student_report(request: Request) -> Response:
     result, withheld = views.visible_result(job, server.service, store.published_at(server.engine), server.clock())
     if result is None:
         raise Refused(404, withheld or f"submission {job.id} has no result yet ({job.state})")
-    return HTMLResponse(render_html(result, leaderboard_alias(result.submission.student, result.assignment.name)))
+    alias = leaderboard_alias(result.submission.student, result.assignment.name)
+    return HTMLResponse(render_html(result, alias, back="/me"))
 
 
 def staff_page(request: Request) -> Response:

@@ -78,8 +78,9 @@ def writeup_section(anchor: str, writeup: Path = WRITEUP) -> str:
     return "\n".join(out).strip()
 
 
-def render_html(result: Result, alias: str | None = None) -> str:
-    """The student's report; `alias`: their name on the class's leaderboard, which the course layer knows."""
+def render_html(result: Result, alias: str | None = None, back: str | None = None) -> str:
+    """The student's report; `alias`: their name on the class's leaderboard, and `back`: the page it
+    was reached from (the service's submissions list), which the course layer knows."""
     from grader.engine.records import flags
 
     problems = sorted(result.problems, key=lambda p: STATUS_ORDER.get(p.status, 9))
@@ -92,6 +93,7 @@ def render_html(result: Result, alias: str | None = None) -> str:
             groups={p.name: failure_groups(p.tests) for p in result.problems},
             flags=flags.of(result),
             alias=alias,
+            back=back,
             writeup={p.name: writeup_section(p.writeup_section) for p in result.problems if p.writeup_section},
         )
     )

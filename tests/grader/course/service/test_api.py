@@ -73,6 +73,8 @@ def test_a_student_never_reads_anothers_submission(tmp_path: Path, path: str) ->
         assert s.client.get(path.format(id=999), headers=s.as_("bob")).json()["error"] == "no submission 999 of yours"
         assert s.client.get("/api/submissions", headers=s.as_("bob")).json()["submissions"] == []
         assert s.client.get(f"/me/submissions/{job}", headers=cookie(s, "bob")).status_code == 404
+        own = s.client.get(f"/me/submissions/{job}", headers=cookie(s, "alice")).text
+        assert 'href="/me"' in own  # the report leads back to the submissions it was opened from
 
 
 def test_a_revoked_token_stops_working(tmp_path: Path) -> None:
