@@ -91,7 +91,8 @@ def describe_exception(exc: BaseException, submission: Path) -> protocol.Failed:
             said = BUDGET[0].describe() if BUDGET else memory_share.describe()
             summary = f"{kind}: {exc}".replace(root, "") + f"\n{said}"
         else:
-            summary = f"{kind}: {exc}".replace(root, "")
+            own = tracebacks.what_to_show(exc)
+            summary = f"{type(own).__name__}: {own}".replace(root, "")
             # an error only a Triton other than the grading one raises; a GPU rule the interpreter also checks
             note = versions.hint(summary) or gpu_limits.hint(summary)
             note = note if note is None or note.startswith("Triton") else f"hint: {note}"

@@ -360,3 +360,19 @@ def test_an_out_of_bounds_access_the_interpreter_caught_leaves_the_worker_runnin
     assert ends_the_worker(RuntimeError("CUDA error: an illegal memory access was encountered"))
     assert ends_the_worker(torch.AcceleratorError("CUDA error: unspecified launch failure"))
     assert not ends_the_worker(ValueError("block size too large"))
+
+
+def test_an_interpreter_error_reads_as_the_kernel_lines_own_error() -> None:
+    """Triton's interpreter wraps the error of the kernel's line; the report names that error, as
+    `pytest handout` does, not the wrapper's repr of it."""
+    from triton.runtime.errors import InterpreterError
+
+    try:
+        try:
+            raise IndexError("index 9 is out of bounds for axis 0 with size 4")
+        except IndexError as inner:
+            raise InterpreterError(repr(inner)) from inner
+    except InterpreterError as caught:
+        described = worker.describe_exception(caught, Path("/nowhere"))
+    assert described.message.startswith("IndexError: index 9 is out of bounds"), described.message
+    assert described.type == "InterpreterError" and not described.fatal
