@@ -18,7 +18,6 @@ import socket
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from grader.course.batch import archives
 from grader.course.batch.context import Context, selected_problems
@@ -58,9 +57,9 @@ class Recipe:
     spec: str  # relative to the grader checkout when the driver's spec lies in it
     spec_digest: str
     wall_s: float
-    #: the driver's GradeCommand as JSON, but for what is the node's own: its spec, its hidden
-    #: paths and its kernel cache
-    command: dict[str, Any]
+    #: the driver's GradeCommand but for what is the node's own: its spec, its hidden paths and its
+    #: kernel cache (left at their defaults here, set by `node_context`)
+    command: GradeCommand
     docker: DockerPlan | None = None
 
 
@@ -76,7 +75,7 @@ def recipe_for(ctx: Context, docker: DockerPlan | None = None) -> Recipe:
         spec_text = str(spec.relative_to(ROOT))
     except ValueError:
         spec_text = str(spec)
-    command = ctx.command.model_dump(mode="json", exclude={"spec", "hide", "kernel_cache"})
+    command = ctx.command.model_copy(update={"spec": None, "hide": (), "kernel_cache": None})
     return Recipe(
         spec=spec_text, spec_digest=spec_digest(ctx.assignment), wall_s=ctx.wall_s, command=command, docker=docker
     )
@@ -88,7 +87,7 @@ def node_context(recipe: Recipe, hide: list[Path]) -> Context:
     host = socket.gethostname()
     if not spec.is_file():
         raise NodeError(f"node {host} has no spec at {spec}: install the same grader checkout on every node")
-    command = GradeCommand.model_validate({**recipe.command, "spec": spec, "hide": hide})
+    command = recipe.command.model_copy(update={"spec": spec, "hide": tuple(hide)})
     assignment = load_assignment(spec, hidden=False if command.public_only else None)
     if spec_digest(assignment) != recipe.spec_digest:
         raise NodeError(

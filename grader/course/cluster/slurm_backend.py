@@ -86,7 +86,7 @@ class Element:
         hide: list[str],
     ) -> Result:
         here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-        gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or None) if recipe.command.get("device") == "cuda" else None
+        gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or None) if recipe.command.device == "cuda" else None
         # Slurm ends a job (requeue after a node failure, scancel, its time limit) by sending
         # SIGTERM to every process of it at once: the grading dies with it, and what it leaves is
         # no result. Exit without one, so Slurm's requeue (or the driver) decides what follows.
