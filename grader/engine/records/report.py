@@ -6,7 +6,8 @@ killed at any moment leaves either the old file or the new one, never half of on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +29,39 @@ STATUS_ORDER = {"error": 0, "failed": 1, "partial": 2, "skipped": 3, "passed": 4
 
 @dataclass
 class TestGroup:
-    """Tests that failed the same way: one message shown once, with every test it concerns."""
+    """Tests that failed the same way: one message shown in full, with every test it concerns.
+
+    The same mistake hit by several cases often differs only in its numbers (the program id, how
+    many addresses, which element): such messages share a group, and the others are kept beside
+    the first rather than repeated in full, so eight out-of-bounds cases read as one error."""
 
     status: str
     message: str
     tests: list[TestResult]
+    #: (test, message) for the group's tests whose message differs from the first in numbers only
+    variants: list[tuple[TestResult, str]] = field(default_factory=list)
+
+
+#: a number in a message: decimal, with a fraction or an exponent, or hexadecimal (an address)
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _shape(message: str) -> str:
+    """A message with its numbers blanked: two messages of one shape are the same error."""
+    return _NUMBER.sub("#", message)
 
 
 def failure_groups(tests: list[TestResult]) -> list[TestGroup]:
-    """The problem's failing tests, grouped by identical message, in first-seen order."""
+    """The problem's failing tests, grouped by message up to its numbers, in first-seen order."""
     groups: dict[tuple[str, str], TestGroup] = {}
     for test in tests:
-        if test.status in ("failed", "error"):
-            key = (test.status, test.message)
-            groups.setdefault(key, TestGroup(test.status, test.message, [])).tests.append(test)
+        if test.status not in ("failed", "error"):
+            continue
+        key = (test.status, _shape(test.message))
+        group = groups.setdefault(key, TestGroup(test.status, test.message, []))
+        group.tests.append(test)
+        if test.message != group.message:
+            group.variants.append((test, test.message))
     return sorted(groups.values(), key=lambda g: STATUS_ORDER[g.status])
 
 

@@ -15,7 +15,7 @@ from grader.engine.records.model import (
     SubmissionRef,
     TestResult,
 )
-from grader.engine.records.report import render_html
+from grader.engine.records.report import failure_groups, render_html
 
 TRACEBACK = "could not load gelu.triton_gelu: ModuleNotFoundError: No module named 'helpers'"
 
@@ -79,6 +79,41 @@ def test_failures_first_and_a_repeated_error_once() -> None:
     assert html.count("No module named &#39;helpers&#39;") == 1 and "×8, same message" in html
     section = html[html.index('id="softmax"') :]
     assert section.index("3 elements differ") < section.index("softmax: ok0")  # the failure before the passes
+
+
+def oob(program: int, count: int) -> str:
+    return (
+        f"call 1 of 2: OutOfBounds: tl.load in program ({program}, 0, 0) touches memory outside every tensor "
+        f'({count} of 1024 addresses)\n  File "gelu.py", line 11, in _gelu'
+    )
+
+
+def test_errors_differing_only_in_numbers_are_one_group_with_each_message_kept() -> None:
+    tests = [
+        TestResult(name="gelu: ragged", status="failed", score=0, max_score=1, message=oob(1, 365)),
+        TestResult(name="gelu: 1d", status="failed", score=0, max_score=1, message=oob(0, 924)),
+        TestResult(name="gelu: at 0x7f3a2c001000", status="failed", score=0, max_score=1, message=oob(0, 924)),
+        TestResult(name="gelu: wrong", status="failed", score=0, max_score=1, message="3 elements differ"),
+        TestResult(
+            name="gelu: oob store", status="failed", score=0, max_score=1, message=oob(2, 5).replace("load", "store")
+        ),
+    ]
+    groups = failure_groups(tests)
+    assert [len(g.tests) for g in groups] == [3, 1, 1]  # a store is another error than a load
+    first = groups[0]
+    assert first.message == oob(1, 365)
+    assert [(t.name, m) for t, m in first.variants] == [
+        ("gelu: 1d", oob(0, 924)),
+        ("gelu: at 0x7f3a2c001000", oob(0, 924)),
+    ]
+    assert not groups[1].variants and not groups[2].variants
+
+    changed = result()
+    changed.problems[1].tests = tests  # matmul; gelu keeps its eight identical errors
+    html = render_html(changed)
+    assert "×3, same error, numbers differ" in html and "2 more with other numbers" in html
+    assert html.count("(924 of 1024 addresses)") == 2 and html.count("(365 of 1024 addresses)") == 1
+    assert "×8, same message" in html  # identical messages keep their label
 
 
 def test_a_compile_only_case_is_labelled() -> None:
