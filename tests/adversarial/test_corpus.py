@@ -1,8 +1,9 @@
 """The adversarial corpus: every hostile submission of corpus.toml, graded through the real CLI.
 
-Each entry is graded in its own `python -m grader.cli grade` process (the orchestrator) so that
-gradings run side by side, so that an attack on the orchestrator would show as a crashed
-process, and so that the orchestrator's peak memory can be read back. Only the entries whose
+Each entry is graded in its own `grader grade` process (the orchestrator), forked from one that
+imported the grader once (tests/cli_fork.py), so that gradings run side by side, so that an
+attack on the orchestrator would show as a crashed process, and so that the orchestrator's peak
+memory can be read back. Only the entries whose
 tests were selected are graded, once per session. On top of each entry's own assertions, every
 grading must: exit 0, write a valid result, leave the submission folder as it was, and leave no
 worker process behind.
@@ -27,6 +28,7 @@ import pytest
 import torch
 
 from grader.engine.records.model import Result
+from tests.cli_fork import ForkedCLI, forking
 from tests.spec_support import spec_with_limit
 
 pytestmark = pytest.mark.slow
@@ -59,7 +61,7 @@ IS_ROOT = os.geteuid() == 0
 HAS_GPU = torch.cuda.is_available()
 PARALLEL = max(3, min(6, (os.cpu_count() or 2) + 1))
 GRADE_LIMIT_S = 400
-# the orchestrator as a child process that reports its own peak memory
+# the orchestrator as a child process that reports its own peak memory (GRADER_TEST_FORK=0)
 RUNNER = (
     "import resource, sys\n"
     "from grader.cli import main\n"
@@ -183,25 +185,33 @@ def _build(entry: dict[str, Any], base: Path) -> tuple[Path, dict[str, str], lis
     return submission, places, args
 
 
-def _grade(entry: dict[str, Any], base: Path) -> Graded:
+def _grade(entry: dict[str, Any], base: Path, cli: ForkedCLI | None = None) -> Graded:
     submission, places, args = _build(entry, base)
     before = _tree_digest(submission)
     out = Path(places["OUT"])
     rss_file = Path(places["TMP"]).parent / "maxrss"
     env = {**os.environ, "TMPDIR": places["TMP"], "GRADER_SECRET": "SENTINEL-ENV-SECRET", "PYTHONPATH": str(ROOT)}
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", RUNNER, str(rss_file), *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=GRADE_LIMIT_S,
-            errors="replace",
-        )
-        code, stderr = proc.returncode, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
+    # /proc shows a forked child the server's command line and first environment, not its own: an
+    # attack reading the orchestrator's (the secret entries) needs an orchestrator exec'd for it
+    if cli is not None and not entry.get("secret"):
+        finished = cli.run(args, env=env, cwd=ROOT, timeout=GRADE_LIMIT_S, rss=rss_file)
+        code, stderr = (-1 if finished.timed_out else finished.returncode), finished.stderr
+        if finished.timed_out:
+            stderr = f"the grading did not finish in {GRADE_LIMIT_S} s\n{stderr}"
+    else:
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", RUNNER, str(rss_file), *args],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=GRADE_LIMIT_S,
+                errors="replace",
+            )
+            code, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.is_file() else None
     files = (
@@ -233,10 +243,15 @@ def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     entries = [BY_NAME[n] for n in dict.fromkeys(wanted) if _selected(BY_NAME[n])]
     entries.sort(key=lambda e: -e.get("timeout", 0))
     base = tmp_path_factory.mktemp("corpus")
-    graded = {e["name"]: _grade(e, base) for e in entries if e.get("gpu")}
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        futures = {e["name"]: pool.submit(_grade, e, base) for e in entries if not e.get("gpu")}
-        return graded | {name: future.result() for name, future in futures.items()}
+    cli = ForkedCLI({**os.environ, "PYTHONPATH": str(ROOT)}) if forking() and entries else None
+    try:
+        graded = {e["name"]: _grade(e, base, cli) for e in entries if e.get("gpu")}
+        with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+            futures = {e["name"]: pool.submit(_grade, e, base, cli) for e in entries if not e.get("gpu")}
+            return graded | {name: future.result() for name, future in futures.items()}
+    finally:
+        if cli is not None:
+            cli.close()
 
 
 def _param(entry: dict[str, Any]) -> Any:

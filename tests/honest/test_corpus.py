@@ -26,6 +26,7 @@ import torch
 
 from grader.engine.assignment.load import load_assignment
 from grader.engine.records.model import Result
+from tests.cli_fork import ForkedCLI, forking
 
 pytestmark = pytest.mark.slow
 
@@ -117,37 +118,31 @@ def _handout(submission: Path, problem: str, device: str) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr)[-4000:]
 
 
-def _run(entry: dict[str, Any], base: Path, device: str) -> Run:
+def _run(entry: dict[str, Any], base: Path, device: str, cli: ForkedCLI | None = None) -> Run:
     """Grade a copy of the entry (the handout's imports leave __pycache__ behind) and test it."""
     work = base / f"{entry['name']}-{device}"
     submission, out = work / "submission", work / "out"
     shutil.copytree(HERE / "submissions" / entry["name"], submission)
-    argv = [
-        sys.executable,
-        "-m",
-        "grader.cli",
-        "grade",
-        str(submission),
-        "--out",
-        str(out),
-        "--problems",
-        ",".join(entry["problems"]),
-        "--device",
-        device,
-    ]
-    try:
-        proc = subprocess.run(
-            argv,
-            cwd=ROOT,
-            env=_cpu_env(device),
-            capture_output=True,
-            text=True,
-            timeout=GRADE_LIMIT_S,
-            errors="replace",
-        )
-        code, stderr = proc.returncode, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
+    args = ["grade", str(submission), "--out", str(out), "--problems", ",".join(entry["problems"]), "--device", device]
+    if cli is not None:
+        finished = cli.run(args, env=_cpu_env(device), cwd=ROOT, timeout=GRADE_LIMIT_S)
+        code, stderr = (-1 if finished.timed_out else finished.returncode), finished.stderr
+        if finished.timed_out:
+            stderr = f"the grading did not finish in {GRADE_LIMIT_S} s\n{stderr}"
+    else:
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "grader.cli", *args],
+                cwd=ROOT,
+                env=_cpu_env(device),
+                capture_output=True,
+                text=True,
+                timeout=GRADE_LIMIT_S,
+                errors="replace",
+            )
+            code, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.is_file() else None
     run = Run(entry, device, code, stderr, result)
@@ -174,9 +169,14 @@ def cpu_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     """The selected entries graded on CPU, side by side."""
     entries = _wanted(request, "test_full_correctness_on_cpu")
     base = tmp_path_factory.mktemp("honest-cpu")
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        futures = {e["name"]: pool.submit(_run, e, base, "cpu") for e in entries}
-        return {name: future.result() for name, future in futures.items()}
+    cli = ForkedCLI(_cpu_env("cpu")) if forking() and entries else None  # imports once (tests/cli_fork.py)
+    try:
+        with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+            futures = {e["name"]: pool.submit(_run, e, base, "cpu", cli) for e in entries}
+            return {name: future.result() for name, future in futures.items()}
+    finally:
+        if cli is not None:
+            cli.close()
 
 
 @pytest.fixture(scope="module")
