@@ -1,5 +1,5 @@
-"""`grader` command lines run in children forked from one process that has imported the grader and
-PyTorch once.
+"""`grader` and `pytest` command lines run in children forked from one process that has imported
+the grader, pytest and PyTorch once.
 
 The corpora grade some 170 submissions through the CLI, each in a process of its own; each of
 those spent about 4.5 s of a loaded CI core importing PyTorch and the orchestrator before it
@@ -27,8 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: what `grader grade` imports before it grades (PyTorch through the spec's problems)
-PRELOAD = ("grader.cli", "grader.commands.grade", "grader.engine.orchestrator.grade", "grader.engine.assignment")
+#: what `grader grade` and `pytest handout` import before they grade (PyTorch through the spec's problems)
+PRELOAD = (
+    "grader.cli",
+    "grader.commands.grade",
+    "grader.engine.orchestrator.grade",
+    "grader.engine.assignment",
+    "pytest",
+    "grader.engine.handout.options",
+)
 
 
 @dataclass
@@ -85,8 +92,6 @@ def _child(request: dict) -> None:
     """Become the command line's process: its files, folder and environment, then the CLI."""
     import resource
 
-    from grader.cli import main
-
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
@@ -96,8 +101,16 @@ def _child(request: dict) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None  # read TMPDIR again, from this command line's environment
-    sys.argv = ["grader", *request["argv"]]
-    code = main(request["argv"])
+    if request["program"] == "pytest":
+        import pytest
+
+        sys.argv = ["pytest", *request["argv"]]
+        code = int(pytest.main(request["argv"]))
+    else:
+        from grader.cli import main
+
+        sys.argv = ["grader", *request["argv"]]
+        code = main(request["argv"])
     if request.get("rss"):
         Path(request["rss"]).write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
     sys.exit(code)
@@ -140,9 +153,17 @@ class ForkedCLI:
                 future.set_result(-1)
 
     def run(
-        self, argv: list[str], *, env: dict[str, str], cwd: Path, timeout: float, rss: Path | None = None
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        timeout: float,
+        rss: Path | None = None,
+        program: str = "grader",
     ) -> Finished:
-        """`grader ARGV` in a forked child; killed (SIGKILL) past `timeout` seconds, as subprocess.run does."""
+        """`PROGRAM ARGV` (grader or pytest) in a forked child; killed (SIGKILL) past `timeout` seconds,
+        as subprocess.run does."""
         with self._lock:
             self._count += 1
             key = str(self._count)
@@ -150,7 +171,15 @@ class ForkedCLI:
             self._pids[key], self._codes[key] = pid_future, code_future
         with tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
-            request = {"id": key, "argv": argv, "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+            request = {
+                "id": key,
+                "program": program,
+                "argv": argv,
+                "env": env,
+                "cwd": str(cwd),
+                "stdout": str(out),
+                "stderr": str(err),
+            }
             if rss is not None:
                 request["rss"] = str(rss)
             with self._lock:

@@ -86,14 +86,11 @@ def _cpu_env(device: str) -> dict[str, str]:
     return env
 
 
-def _handout(submission: Path, problem: str, device: str) -> tuple[int, str]:
+def _handout(submission: Path, problem: str, device: str, cli: ForkedCLI | None = None) -> tuple[int, str]:
     """`pytest handout` on one problem's public cases: (exit code, the tail of its output). Its
     memory-budget tests are left out: a budget is a performance rule, and an entry may need more
     than a shape's budget (`gpu_gib`) while its correctness is full."""
-    argv = [
-        sys.executable,
-        "-m",
-        "pytest",
+    args = [
         f"handout/test_{problem}.py",
         "--submission",
         str(submission),
@@ -103,9 +100,14 @@ def _handout(submission: Path, problem: str, device: str) -> tuple[int, str]:
         "-W",
         "ignore::DeprecationWarning",
     ]
+    if cli is not None:
+        finished = cli.run(args, env=_cpu_env(device), cwd=ROOT, timeout=HANDOUT_LIMIT_S, program="pytest")
+        if finished.timed_out:
+            return -1, f"pytest handout did not finish in {HANDOUT_LIMIT_S} s"
+        return finished.returncode, (finished.stdout + finished.stderr)[-4000:]
     try:
         proc = subprocess.run(
-            argv,
+            [sys.executable, "-m", "pytest", *args],
             cwd=ROOT,
             env=_cpu_env(device),
             capture_output=True,
@@ -148,7 +150,7 @@ def _run(entry: dict[str, Any], base: Path, device: str, cli: ForkedCLI | None =
     run = Run(entry, device, code, stderr, result)
     handout_copy = work / "handout-submission"
     shutil.copytree(HERE / "submissions" / entry["name"], handout_copy)
-    run.handout = {p: _handout(handout_copy, p, device) for p in entry["problems"]}
+    run.handout = {p: _handout(handout_copy, p, device, cli) for p in entry["problems"]}
     return run
 
 
