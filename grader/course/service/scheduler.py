@@ -12,9 +12,11 @@ until it is done.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +30,8 @@ from grader.course.service.jobs import GradingSetup, Outcome, grade_job
 from grader.engine.orchestrator import launch
 
 IDLE_WAIT_S = 2.0
+#: what the staff running `grader serve` reads of the queue, beside uvicorn's request lines
+LOG = logging.getLogger("grader.serve")
 
 Grade = Callable[..., Outcome]
 
@@ -114,29 +118,48 @@ class Scheduler:
                 track,
             )
 
+        what = f"job {job.id} ({job.mode} of {job.person_id}, {job.problems or 'every problem'}"
+        LOG.info("grading %s, attempt %d)", what, job.attempts)
+        began = time.monotonic()
         try:
             outcome = grade()
             why = contention(outcome.result) if self.setup.device == "cuda" and self.setup.jobs > 1 else []
             if why and self.stopping.is_set():
-                store.requeue(self.engine, job.id)  # graded alone after the restart, never kept crowded
+                self._requeue(job, "crowded on the GPU: graded alone after the restart")
                 return
             if why:
+                LOG.info("job %d was crowded on the GPU (%s): grading it again alone", job.id, "; ".join(why))
                 outcome = self._alone_grading(grade)
                 outcome.result.warnings.append(alone_note(why))
         except Cancelled:
-            store.requeue(self.engine, job.id)
+            self._requeue(job, "cancelled")
             return
         except Exception as exc:  # noqa: BLE001 - one job's failure never stops the queue
             if self.stopping.is_set():
-                store.requeue(self.engine, job.id)
+                self._requeue(job, "the server is stopping")
                 return
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            LOG.error("job %d: the server could not grade it: %s", job.id, detail)
             store.finish(self.engine, job.id, "error", None, f"the server could not grade this job: {detail}")
             return
         if self.stopping.is_set() and outcome.result.error_kind == "infrastructure":
-            store.requeue(self.engine, job.id)  # killed by the shutdown, not by the submission
+            self._requeue(job, "killed by the shutdown, not by the submission")
             return
-        store.finish(self.engine, job.id, outcome.state, outcome.result.model_dump_json(), outcome.result.error)
+        result = outcome.result
+        LOG.info(
+            "%s: %s, %g / %g in %.1f s%s",
+            what + ")",
+            outcome.state,
+            result.score,
+            result.max_score,
+            time.monotonic() - began,
+            f": {result.error}" if result.error else "",
+        )
+        store.finish(self.engine, job.id, outcome.state, result.model_dump_json(), result.error)
+
+    def _requeue(self, job: store.Job, why: str) -> None:
+        LOG.info("job %d back in the queue (%s)", job.id, why)
+        store.requeue(self.engine, job.id)
 
     def _alone_grading(self, grade: Callable[[], Outcome]) -> Outcome:
         """`grade` once every other grading in flight has ended, none starting until it is done."""

@@ -8,12 +8,16 @@ files folder (GRADER_HIDE, as `grader batch` hides its results).
 
 from __future__ import annotations
 
+import copy
+import logging
 import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import uvicorn
+from uvicorn.config import LOGGING_CONFIG
 
 from grader.course.batch.concurrency import jobs_at_once
 from grader.course.leaderboard.names import SALT_ENV
@@ -119,6 +123,14 @@ def make_server(options: ServeOptions, start_queue: bool = True) -> Server:
     return server
 
 
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging, with the queue's lines (grader.serve: each grading's start and end) in
+    the same format beside its request lines."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["grader.serve"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
+
+
 def uvicorn_config(app: object, host: str, port: int, log_level: str = "info") -> uvicorn.Config:
     """uvicorn's settings for the service: `grader serve` and the tests that attack it use these."""
     return uvicorn.Config(
@@ -126,6 +138,7 @@ def uvicorn_config(app: object, host: str, port: int, log_level: str = "info") -
         host=host,
         port=port,
         log_level=log_level,
+        log_config=log_config(),
         http=GuardedH11Protocol,  # a per-address cap and a header time-out (connections.py)
         limit_concurrency=MAX_CONNECTIONS,
         timeout_keep_alive=KEEP_ALIVE_S,
@@ -137,4 +150,9 @@ def serve(options: ServeOptions) -> None:
     from grader.course.service.asgi import build_app
 
     app = build_app(make_server(options))
-    uvicorn.Server(uvicorn_config(app, options.host, options.port)).run()
+    try:
+        uvicorn.Server(uvicorn_config(app, options.host, options.port)).run()
+    except KeyboardInterrupt:
+        # Ctrl-C is how a server is stopped: uvicorn has shut down (the queue stopped, the gradings
+        # in flight back in it for the next start) and hands the signal on; that is no error
+        logging.getLogger("grader.serve").info("stopped; the gradings in flight are queued for the next start")

@@ -253,3 +253,17 @@ def test_the_three_pages_in_chromium(course: Course) -> None:
             sync_api.expect(staff.locator("#reruns tbody tr")).to_have_count(1)
         finally:
             browser.close()
+
+
+def test_the_log_tells_each_grading_and_ctrl_c_stops_the_server_cleanly(course: Course) -> None:
+    """The staff's terminal shows the queue, not only web requests; Ctrl-C is how a server stops."""
+    alice, carol = course.jobs["alice"], course.jobs["carol"]
+    log = (course.folder / "serve.log").read_text()
+    assert f"grading job {alice} (test of alice, gelu, attempt 1)" in log
+    assert f"job {alice} (test of alice, gelu): graded, 10 / 15 in " in log
+    assert f"job {carol} (test of carol, gelu): graded, 0 / 15 in " in log
+    assert course.proc is not None
+    course.proc.send_signal(signal.SIGINT)
+    assert course.proc.wait(timeout=60) == 0
+    log = (course.folder / "serve.log").read_text()
+    assert "stopped; the gradings in flight are queued for the next start" in log and "interrupted" not in log
