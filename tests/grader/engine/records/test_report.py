@@ -111,7 +111,10 @@ def test_errors_differing_only_in_numbers_are_one_group_with_each_message_kept()
     changed = result()
     changed.problems[1].tests = tests  # matmul; gelu keeps its eight identical errors
     html = render_html(changed)
-    assert "×3, same error, numbers differ" in html and "2 more with other numbers" in html
+    assert (
+        "×3, same error, numbers differ" in html
+        and "the other 2 tests' messages (the same error, other numbers)" in html
+    )
     assert html.count("(924 of 1024 addresses)") == 2 and html.count("(365 of 1024 addresses)") == 1
     assert "×8, same message" in html  # identical messages keep their label
 
