@@ -1,20 +1,82 @@
-"""FlashAttention-2, forward and backward: its inputs, the call that collects O, the saved logsumexp
-and the gradients, the timed training step and the slice a timed round checks."""
+"""FlashAttention-2, forward and backward: what a case may say (B, H, Nq, Nk, a head dimension, a
+dtype, causal, layout), the float64 definition expected outputs come from (the one home of this
+math: the reference kernel's tests and the attention benchmark import it), its inputs, the call
+that collects O, the saved logsumexp and the gradients, the timed training step and the slice a
+timed round checks."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from pydantic import Field
 
 from grader.engine.problems.base import TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick
-from grader.engine.problems.flash_attention.case import AttentionCase
-from grader.engine.problems.flash_attention.definition import attention_definition
-from grader.engine.problems.flash_attention.memory_estimate import over_budget_hint
 from grader.engine.problems.flash_attention.saved_lse import closest_lse, missing_lse_message, saved_lse_candidates
-from grader.engine.spec.model import Case
+from grader.engine.problems.memory_estimate import Allocation, Estimate, gib
+from grader.engine.spec.model import SHORT_DTYPE, Case, DType, with_layout_note
+
+
+class AttentionCase(Case):
+    b: int = Field(ge=1)
+    h: int = Field(ge=1)
+    nq: int = Field(ge=1)
+    nk: int = Field(ge=1)
+    d: Literal[16, 32, 64, 128]
+    dtype: DType
+    causal: bool = False
+    #: "bnhd": q, k, v are (B, H, N, D) views of (B, N, H, D) memory, as after a head split
+    layout: Literal["contiguous", "bnhd"] = "contiguous"
+
+    def describe(self) -> str:
+        seq = f"N={self.nq}" if self.nq == self.nk else f"Nq={self.nq} Nk={self.nk}"
+        text = f"B={self.b} H={self.h} {seq} D={self.d} {SHORT_DTYPE[self.dtype]}" + (" causal" if self.causal else "")
+        return with_layout_note(text, self.layout)
+
+
+def attention_definition(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax(q k^T / sqrt(D)) v and the natural-log logsumexp of each row of scaled scores.
+
+    Causal is top-left aligned: query i sees keys j <= i.
+    """
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        nq, nk = scores.shape[-2:]
+        hidden = torch.ones(nq, nk, dtype=torch.bool, device=q.device).triu(diagonal=1)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.exp(scores - lse.unsqueeze(-1)) @ v, lse
+
+
+#: where a student over the memory budget reads how to fit it
+MEMORY_WRITEUP = "the write-up's section on the memory budget (assignment/README.md, 4. FlashAttention-2)"
+
+
+def score_matrices(case: AttentionCase, at_peak: tuple[Allocation, ...]) -> list[Allocation]:
+    """The allocations live at the peak whose last two dimensions are Nq x Nk (or Nk x Nq): what
+    usually breaks the memory budget (S, P, dP, dS held for many heads at once)."""
+    square = {(case.nq, case.nk), (case.nk, case.nq)}
+    return [a for a in at_peak if len(a.shape) >= 2 and tuple(a.shape[-2:]) in square and a.dtype != "bool"]
+
+
+def over_budget_hint(case: Case, result: Estimate) -> str:
+    """Why a FlashAttention call is over its budget, in the student's terms (the estimate itself is
+    the generic one of grader/engine/problems/memory_estimate.py)."""
+    assert isinstance(case, AttentionCase)
+    matrices = score_matrices(case, result.at_peak)
+    if not matrices:
+        return f"what is live at the peak: {result.largest()}; see {MEMORY_WRITEUP}"
+    held = sum(a.nbytes for a in matrices)
+    return (
+        f"your backward holds {len(matrices)} Nq x Nk score matrices (S, P, dP, dS) at once, {gib(held)} of "
+        f"the peak: {result.largest()}. Recompute P from L tile by tile (a Triton backward holds none), or "
+        f"overwrite in place (P in S's memory, dS in dP's) and loop over fewer heads at a time; see {MEMORY_WRITEUP}"
+    )
 
 
 class FlashAttention(ProblemKind):

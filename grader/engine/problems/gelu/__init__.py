@@ -1,8 +1,6 @@
 """Problem 1, GeLU: the case model, the float64 definition and the kind the grader runs."""
 
-from grader.engine.problems.gelu.case import GeluCase
-from grader.engine.problems.gelu.definition import gelu_definition
-from grader.engine.problems.gelu.kind import Gelu
+from grader.engine.problems.gelu.kind import Gelu, GeluCase, gelu_definition
 
 KIND = Gelu()
 

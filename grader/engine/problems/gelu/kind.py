@@ -1,16 +1,32 @@
-"""GeLU (tanh approximation), elementwise over any shape and strides: its inputs and its work."""
+"""GeLU (tanh approximation), elementwise over any shape and strides: what a case may say (any
+shape up to 4-D, a dtype, a memory layout, special values), the float64 definition expected outputs
+come from (matmul's fused epilogue too), its inputs and its work."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from pydantic import Field
 
 from grader.engine.problems.base import TORCH_DTYPES, OneTensorKind, with_layout
-from grader.engine.problems.gelu.case import GeluCase
-from grader.engine.problems.gelu.definition import gelu_definition
-from grader.engine.spec.model import Case
+from grader.engine.spec.model import SHORT_DTYPE, Case, DType, with_layout_note
+
+
+class GeluCase(Case):
+    shape: list[int] = Field(min_length=1, max_length=4)
+    dtype: DType
+    layout: Literal["contiguous", "transposed", "strided", "offset"] = "contiguous"
+    values: Literal["normal", "large", "nan"] = "normal"
+
+    def describe(self) -> str:
+        return with_layout_note(f"`{self.shape}` {SHORT_DTYPE[self.dtype]}", self.layout)
+
+
+def gelu_definition(x: torch.Tensor) -> torch.Tensor:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in the precision of x."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
 class Gelu(OneTensorKind):

@@ -1,18 +1,42 @@
-"""Tiled matrix multiplication (M, K) @ (K, N), optionally with GeLU fused into the epilogue: its
-inputs, calls, timed work and the rows and columns a timed round checks."""
+"""Tiled matrix multiplication (M, K) @ (K, N), optionally with GeLU fused into the epilogue: what a
+case may say (M, N, K, a dtype, a fused activation, each operand's layout), the float64 definition
+(GeLU's own for the epilogue), its inputs, calls, timed work and the rows and columns a timed
+round checks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from pydantic import Field
 
 from grader.engine.problems.base import SAMPLE_ROWS, TORCH_DTYPES, CallOutput, ProblemKind, Watch, pick, with_layout
-from grader.engine.problems.matmul.case import MatmulCase
-from grader.engine.problems.matmul.definition import matmul_definition
-from grader.engine.spec.model import Case
+from grader.engine.problems.gelu.kind import gelu_definition
+from grader.engine.spec.model import SHORT_DTYPE, Case, DType
+
+Layout = Literal["contiguous", "transposed", "strided"]
+
+
+class MatmulCase(Case):
+    m: int = Field(ge=1)
+    n: int = Field(ge=1)
+    k: int = Field(ge=1)
+    dtype: DType
+    activation: Literal["none", "gelu"] = "none"
+    layout_a: Layout = "contiguous"
+    layout_b: Layout = "contiguous"
+
+    def describe(self) -> str:
+        size = f"{self.m}³" if self.m == self.n == self.k else f"{self.m}×{self.n}×{self.k}"
+        text = f"{size} {SHORT_DTYPE[self.dtype]}"
+        return text if self.activation == "none" else f"{text} + {self.activation}"
+
+
+def matmul_definition(a: torch.Tensor, b: torch.Tensor, activation: str | None) -> torch.Tensor:
+    out = a @ b
+    return gelu_definition(out) if activation == "gelu" else out
 
 
 class Matmul(ProblemKind):

@@ -1,16 +1,30 @@
-"""Softmax over the last dimension of a 2-D tensor, rows possibly far longer than one block: its
-inputs (special values, padded rows) and its work."""
+"""Softmax over the last dimension of a 2-D tensor, rows possibly far longer than one block: what a
+case may say (an (M, N) shape, a dtype, a row layout, special values), the float64 definition
+expected outputs come from, its inputs (special values, padded rows) and its work."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from pydantic import Field
 
 from grader.engine.problems.base import TORCH_DTYPES, OneTensorKind, with_layout
-from grader.engine.problems.softmax.case import SoftmaxCase
-from grader.engine.problems.softmax.definition import softmax_definition
-from grader.engine.spec.model import Case
+from grader.engine.spec.model import SHORT_DTYPE, Case, DType, with_layout_note
+
+
+class SoftmaxCase(Case):
+    shape: list[int] = Field(min_length=2, max_length=2)
+    dtype: DType
+    layout: Literal["contiguous", "padded_rows", "offset"] = "contiguous"
+    values: Literal["normal", "large", "neg_inf", "constant", "all_neg_inf"] = "normal"
+
+    def describe(self) -> str:
+        return with_layout_note(f"`{self.shape}` {SHORT_DTYPE[self.dtype]}", self.layout)
+
+
+def softmax_definition(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
 
 
 def padded_rows(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

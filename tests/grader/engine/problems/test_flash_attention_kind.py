@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from grader.engine.problems import REGISTRY
-from grader.engine.problems.flash_attention.definition import attention_definition
+from grader.engine.problems.flash_attention.kind import attention_definition
 
 KIND = REGISTRY["flash_attention"]
 

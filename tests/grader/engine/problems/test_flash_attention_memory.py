@@ -1,10 +1,11 @@
-"""FlashAttention's GPU memory estimate (`grader.engine.problems.flash_attention.memory_estimate`) against
+"""FlashAttention's GPU memory estimate (`grader.engine.problems.memory_estimate` with the kind's hint) against
 what each kind of backward holds, counted by hand: the reference (O, L, Delta and the gradients),
 the example that overwrites S with P and dP with dS, a plain PyTorch backward as a CS336 student
 first writes it, and one that reads a value."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,8 @@ import pytest
 
 from grader.engine.assignment.load import load_assignment
 from grader.engine.loading import load_function
-from grader.engine.problems.flash_attention.case import AttentionCase
-from grader.engine.problems.flash_attention.memory_estimate import score_matrices
-from grader.engine.problems.flash_attention.peak import estimate_peak_bytes
-from grader.engine.problems.memory_estimate import GIB
+from grader.engine.problems.flash_attention.kind import AttentionCase, FlashAttention, score_matrices
+from grader.engine.problems.memory_estimate import GIB, Estimate, estimate
 
 ROOT = Path(__file__).resolve().parents[4]
 BENCHMARKS = load_assignment(hidden=False).problem("flash_attention").benchmarks
@@ -23,6 +22,12 @@ BENCHMARKS = load_assignment(hidden=False).problem("flash_attention").benchmarks
 #: the backward a CS336 student writes first (S, P, dP and dS materialised in float32, for every
 #: head at once), as the honest corpus has it
 PLAIN_BACKWARD = ROOT / "tests" / "honest" / "submissions" / "fa-einops-heads"
+
+
+def estimate_peak_bytes(fn: Callable[..., Any], case: AttentionCase, submission: Path | None = None) -> Estimate:
+    """The estimated peak of one forward + backward of `fn` at benchmark `case` (meta tensors)."""
+    return estimate(FlashAttention(), fn, case, submission)
+
 
 READS_A_VALUE = """
 
