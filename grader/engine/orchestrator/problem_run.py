@@ -316,7 +316,7 @@ class ProblemRun:
                 )
             )
             if self.options.progress:
-                self.options.progress(f"{self.problem.name}: {case.name} {status}")
+                self.options.progress(f"{self.problem.name} {len(tests)}/{len(self.cases)}: {case.name} {status}")
         self.checked_at = time.monotonic()
         self.phases.correctness_s = self.checked_at - self.started
         return tests

@@ -82,14 +82,20 @@ def test_every_problems_worker_starts_with_the_grading(make_submission, tmp_path
     folder = make_submission(gelu=CORRECT_GELU, softmax="raise ImportError('no such thing')\n")
     before = _workers()
     seen: list[int] = []
+    said: list[str] = []
 
     def progress(text: str) -> None:
         if not seen:
             seen.append(len(_workers() - before))
+        said.append(text)
 
     options = GradeOptions(device="cpu", problems=["gelu", "softmax"], progress=progress)
     result = grade_in_process(load_assignment(hidden=False), folder, options)
     assert seen == [2], f"workers alive at gelu's first case: {seen}"
+    gelu = [t for t in said if t.startswith("gelu ")]  # the terminal's status line: cases done of cases
+    cases = len(gelu)  # one line as each of the CPU's cases ends
+    assert gelu[0].startswith(f"gelu 1/{cases}: ") and gelu[-1].startswith(f"gelu {cases}/{cases}: "), gelu
+    assert gelu[-1].endswith(" passed")
     problems = {p.name: p for p in result.problems}
     assert problems["gelu"].status == "passed"
     assert problems["softmax"].status == "error" and "no such thing" in problems["softmax"].message
