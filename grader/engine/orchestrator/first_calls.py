@@ -33,8 +33,6 @@ def warm(run: ProblemRun, tests: list[TestResult]) -> None:
     if run.will_time(tests) and run.worker is not None and run.worker.ready:
         started = time.monotonic()
         run.unwarmed = make(run)
-        if run.aside is not None:  # nothing compiles aside once timing begins: its memory back
-            run.aside.close()
         run.checked_at = time.monotonic()  # the problem's own time, as correctness is
         run.phases.warm_s = run.checked_at - started
 
