@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -286,7 +286,7 @@ def run_batch(batch: BatchOptions, cluster: ClusterRunners | None = None) -> int
 
 def _grade_all(
     todo: list[Task], runner: Runner, ctx: Context, progress: Progress, bar: Any
-) -> Iterator[tuple[Task, Result, str | None]]:
+) -> Generator[tuple[Task, Result, str | None], None, None]:
     """Grade the tasks with the runner's slots; yields (task, committed result, slot) as each ends."""
     if hasattr(runner, "start"):
         runner.start(todo)  # a backend that takes the whole class at once (a Slurm job array)
@@ -357,7 +357,7 @@ def _in_parallel(
     one: Callable[[Task, str | None], tuple[Result, str | None]],
     progress: Progress,
     bar: Any,
-) -> Iterator[tuple[Task, Result, str | None]]:
+) -> Generator[tuple[Task, Result, str | None], None, None]:
     """`one` for every task on the runner's slots at once; yields (task, result, slot) as each ends."""
     free: queue.Queue[str | None] = queue.Queue()
     for slot in runner.slots:

@@ -65,7 +65,7 @@ def docker_client(timeout: int = 60) -> Any:
             "the docker Python package is missing: pip install 'docker>=7' (or the [docker] extra)"
         ) from None
     try:
-        client = docker.from_env(timeout=timeout)
+        client = docker.from_env(timeout=timeout)  # type: ignore[attr-defined]  # the SDK's own export
         client.ping()
     except Exception as exc:  # the SDK raises DockerException, requests and OS errors alike
         raise DockerUnavailable(

@@ -46,7 +46,7 @@ class Clipped(TypeDecorator[str]):
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: object) -> str | None:
-        return None if value is None else value[: self.impl_instance.length]
+        return None if value is None else value[: self.impl_instance.length]  # type: ignore[attr-defined]  # a String
 
 
 meta = Table(

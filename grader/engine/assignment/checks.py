@@ -51,7 +51,7 @@ def case_elements(problem_name: str, case: Case) -> float:
     """Elements a case moves at least once: its problem's bytes of work over the dtype's size."""
 
     moved, _ = REGISTRY[problem_name].work(case)
-    return moved / TORCH_DTYPES[case.dtype].itemsize
+    return moved / TORCH_DTYPES[case.dtype].itemsize  # type: ignore[attr-defined]  # every case model has one
 
 
 def oversized(problem_name: str, case: Case, suite: str) -> str | None:

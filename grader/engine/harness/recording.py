@@ -123,7 +123,10 @@ class Recording:
             for name in ("_enable_record_function", "_toggle_collection_dynamic")
         }
         wrappers["_clear_callbacks"] = namespace["make_refusal"](
-            torch._C._autograd._clear_callbacks, cls.watching, cls.refused, "_clear_callbacks()"
+            torch._C._autograd._clear_callbacks,  # type: ignore[attr-defined]  # not in torch's stubs
+            cls.watching,
+            cls.refused,
+            "_clear_callbacks()",
         )
         for name, wrapper in wrappers.items():
             for owner in (torch._C._autograd, torch.autograd, torch.autograd.profiler):

@@ -74,6 +74,6 @@ def op_call_sites(submission: Path, ops: list[str]) -> list[str]:
                 if _OPERATORS[type(node.op)] in names:
                     operators.append(f"{rel}:{node.lineno}")
             if called in names:
-                sites.append(f"{rel}:{node.lineno}")
+                sites.append(f"{rel}:{getattr(node, 'lineno', 0)}")
     found = sites or operators
     return sorted(set(found), key=lambda s: (s.split(":")[0], int(s.split(":")[1])))[:MAX_SITES]
