@@ -73,7 +73,6 @@ def kernel_message(
         submission,
         profile.get("graph_launches", 0),
         profile.get("unwritten"),
-        profile.get("foreign_work", ()),
     )
     return cheat and f"kernel check: {cheat} (the grader gives 0 for this problem)"
 

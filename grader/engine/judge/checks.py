@@ -150,7 +150,7 @@ def _check_output(
     bad = payload_issue(name, value, want_shape, want_dtype)
     if bad:
         return bad
-    tol = problem.tolerance_for(name, case.dtype)
+    tol = problem.tolerance_for(name, case.dtype)  # type: ignore[attr-defined]  # every case model has one
     return compare(name, value, expected, tol.atol, tol.rtol)
 
 
@@ -230,7 +230,21 @@ def profiled_kernel_check(
         submission,
         profile.graph_launches if profile else 0,
         profile.unwritten if profile else None,
-        profile.foreign_work if profile else (),
+    )
+
+
+def device_note(case: Case, foreign_work: Sequence[str]) -> str | None:
+    """GPU work of a watched call launched outside every Triton launch and PyTorch op
+    (`grader.engine.harness.device_activity`), as a note for staff, never a verdict: its first run
+    on an H100 (2026-12-08) named PyTorch's own copies and fills in honest matmul and GeLU
+    forwards, so it decides no grade until it runs clean on both corpora on a GPU
+    (docs/performance.md, "Not yet run on the GPU")."""
+    if not foreign_work:
+        return None
+    return (
+        f"case {case.name}: the GPU ran {', '.join(foreign_work)} launched neither inside one of the "
+        f"submission's Triton launches nor inside a PyTorch op (the device-activity check; evidence "
+        f"for a person, not a verdict)"
     )
 
 
@@ -243,7 +257,6 @@ def kernel_check(
     submission: Path | None = None,
     graph_launches: int = 0,
     unwritten: protocol.Unwritten | None = None,
-    foreign_work: Sequence[str] = (),
 ) -> str | None:
     """The kernel rule, one wording for correctness, timed calls and `pytest handout`.
 
@@ -259,8 +272,8 @@ def kernel_check(
     captured before the call, so neither the ops nor the launches seen stand for them.
     `unwritten` is the writer check's finding (`grader.engine.harness.writers`): the tensor returned is
     not what the call's kernels stored, or a tensor changed with no op or launch writing it.
-    `foreign_work` names GPU kernels launched outside every Triton launch and every PyTorch op
-    (`grader.engine.harness.device_activity`).
+    GPU work launched outside every Triton launch and PyTorch op decides nothing here: it is a note
+    for staff (`device_note`) until the device-activity check has run clean on a GPU.
     """
     used = op_names.not_allowed(aten_ops, problem.rule.allowed_ops)
     if used:
@@ -281,12 +294,6 @@ def kernel_check(
             f"replayed a CUDA graph in case {case.name}: what a graph runs was captured before the call, so "
             f"the grader cannot tell whose kernels computed {problem.title}; launch your Triton kernels "
             f"directly (CUDA graphs are not allowed in a graded call)"
-        )
-    if foreign_work:
-        return (
-            f"ran the GPU kernel(s) {', '.join(foreign_work)} in case {case.name}, launched neither by one of your "
-            f"Triton launches nor by a PyTorch op (a CUDA extension, a library reached through ctypes?): "
-            f"{problem.rule.rule}"
         )
     if not triton_launches:
         return f"no Triton kernel was launched in case {case.name}: {problem.title} must be computed by a Triton kernel"

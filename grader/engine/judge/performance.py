@@ -131,7 +131,6 @@ def watched_flags(problem: Problem, case: Case, watched: list[protocol.WatchedCh
             chunk.triton_launches,
             list(chunk.compiled_regions),
             graph_launches=chunk.graph_launches,
-            foreign_work=chunk.foreign_work,
         )
         if why:
             last = chunk.first_round + chunk.rounds - 1

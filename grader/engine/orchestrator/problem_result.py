@@ -73,6 +73,7 @@ def build(run: ProblemRun, tests: list[TestResult], performance: Performance, du
         phases=Phases(**{k: round(v, 3) for k, v in run.phases.model_dump().items()}),
         contended=run.contended,
         ungradable=run.ungradable,
+        device_review=run.device_note,
     )
     if not cases:
         result.message = f"no {'GPU' if run.device == 'cuda' else 'CPU'} cases: not yet part of the assignment"

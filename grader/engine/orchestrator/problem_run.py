@@ -13,7 +13,7 @@ import torch
 
 from grader.engine import kernel_cache, protocol
 from grader.engine.judge import performance, round_checks
-from grader.engine.judge.checks import case_label, check_call, profiled_kernel_check
+from grader.engine.judge.checks import case_label, check_call, device_note, profiled_kernel_check
 from grader.engine.orchestrator import gpu_lease, trace
 from grader.engine.orchestrator.options import GradeOptions
 from grader.engine.orchestrator.problem_clock import ProblemClock
@@ -55,6 +55,8 @@ class ProblemRun:
         self.restarts = 0
         self.output: list[str] = []
         self.cheat: str | None = None
+        #: GPU work of a watched call launched outside every Triton launch and op: for staff (checks.device_note)
+        self.device_note: str | None = None
         self.fatal: str | None = None
         #: why the benchmark shapes' first calls (warm()) failed: the problem is then not timed
         self.unwarmed: str | None = None
@@ -239,6 +241,8 @@ class ProblemRun:
             raise protocol.ProtocolError("the reply's payload is not a mapping of outputs")
         launches = reply.triton_launches
         self.cheat = self.cheat or profiled_kernel_check(self.problem, case, reply.profile, launches, self.submission)
+        if reply.profile is not None and self.device_note is None:
+            self.device_note = device_note(case, reply.profile.foreign_work)
         with trace.span(*label, "check"):
             verdict = check_call(
                 self.kind,

@@ -46,6 +46,8 @@ def problem_flags(problem: ProblemResult) -> list[Flag]:
             )
         if perf.review:
             flags.append(Flag(kind="review", problem=problem.name, detail=_short(perf.review)))
+    if problem.device_review:
+        flags.append(Flag(kind="review", problem=problem.name, detail=_short(problem.device_review)))
     evidence = [f for f in problem.findings if f.rule not in NOT_EVIDENCE]
     if evidence:
         rules = sorted({f.rule for f in evidence})

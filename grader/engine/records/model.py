@@ -223,6 +223,9 @@ class ProblemResult(Record):
     #: why part of this problem could not be graded on this machine (the grader's own failure, twice,
     #: or a memory budget the card could not give): never a zero, an error row to grade again
     ungradable: str | None = None
+    #: GPU work a watched call ran that was launched outside every Triton launch and PyTorch op
+    #: (grader/engine/harness/device_activity.py): a note for staff (a "review" flag), not a verdict
+    device_review: str | None = None
 
 
 class SpecFingerprint(Record):
