@@ -204,6 +204,46 @@ class ForkedCLI:
         self._server.wait(timeout=30)
 
 
+#: a fresh interpreter's program: `grader` or `pytest`, then the file its peak memory goes to ("" for none)
+FRESH = """
+import resource, sys
+program, rss, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+if program == "pytest":
+    import pytest
+    code = int(pytest.main(argv))
+else:
+    from grader.cli import main
+    code = main(argv)
+if rss:
+    open(rss, "w").write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+sys.exit(code)
+"""
+
+
+def run(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    via: ForkedCLI | None,
+    rss: Path | None = None,
+    program: str = "grader",
+) -> Finished:
+    """`PROGRAM ARGV` through the fork server `via`, or in a fresh interpreter when it is None."""
+    if via is not None:
+        return via.run(argv, env=env, cwd=cwd, timeout=timeout, rss=rss, program=program)
+    command = [sys.executable, "-c", FRESH, program, str(rss or ""), *argv]
+    try:
+        proc = subprocess.run(
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, errors="replace"
+        )
+    except subprocess.TimeoutExpired as exc:
+        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (exc.stdout, exc.stderr))
+        return Finished(-1, out, err, timed_out=True)
+    return Finished(proc.returncode, proc.stdout, proc.stderr)
+
+
 def forking() -> bool:
     """Whether command lines go through the fork server (GRADER_TEST_FORK=0: a fresh interpreter each)."""
     return os.environ.get("GRADER_TEST_FORK", "1") != "0"

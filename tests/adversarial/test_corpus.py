@@ -28,6 +28,7 @@ import pytest
 import torch
 
 from grader.engine.records.model import Result
+from tests import cli_fork
 from tests.cli_fork import ForkedCLI, forking
 from tests.spec_support import spec_with_limit
 
@@ -61,14 +62,6 @@ IS_ROOT = os.geteuid() == 0
 HAS_GPU = torch.cuda.is_available()
 PARALLEL = max(3, min(6, (os.cpu_count() or 2) + 1))
 GRADE_LIMIT_S = 400
-# the orchestrator as a child process that reports its own peak memory (GRADER_TEST_FORK=0)
-RUNNER = (
-    "import resource, sys\n"
-    "from grader.cli import main\n"
-    "code = main(sys.argv[2:])\n"
-    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
-    "sys.exit(code)\n"
-)
 
 
 @dataclass
@@ -193,25 +186,11 @@ def _grade(entry: dict[str, Any], base: Path, cli: ForkedCLI | None = None) -> G
     env = {**os.environ, "TMPDIR": places["TMP"], "GRADER_SECRET": "SENTINEL-ENV-SECRET", "PYTHONPATH": str(ROOT)}
     # /proc shows a forked child the server's command line and first environment, not its own: an
     # attack reading the orchestrator's (the secret entries) needs an orchestrator exec'd for it
-    if cli is not None and not entry.get("secret"):
-        finished = cli.run(args, env=env, cwd=ROOT, timeout=GRADE_LIMIT_S, rss=rss_file)
-        code, stderr = (-1 if finished.timed_out else finished.returncode), finished.stderr
-        if finished.timed_out:
-            stderr = f"the grading did not finish in {GRADE_LIMIT_S} s\n{stderr}"
-    else:
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-c", RUNNER, str(rss_file), *args],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=GRADE_LIMIT_S,
-                errors="replace",
-            )
-            code, stderr = proc.returncode, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
+    via = None if entry.get("secret") else cli
+    finished = cli_fork.run(args, env=env, cwd=ROOT, timeout=GRADE_LIMIT_S, via=via, rss=rss_file)
+    code, stderr = (-1 if finished.timed_out else finished.returncode), finished.stderr
+    if finished.timed_out:
+        stderr = f"the grading did not finish in {GRADE_LIMIT_S} s\n{stderr}"
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.is_file() else None
     files = (

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ import torch
 
 from grader.engine.assignment.load import load_assignment
 from grader.engine.records.model import Result
+from tests import cli_fork
 from tests.cli_fork import ForkedCLI, forking
 
 pytestmark = pytest.mark.slow
@@ -100,24 +99,10 @@ def _handout(submission: Path, problem: str, device: str, cli: ForkedCLI | None 
         "-W",
         "ignore::DeprecationWarning",
     ]
-    if cli is not None:
-        finished = cli.run(args, env=_cpu_env(device), cwd=ROOT, timeout=HANDOUT_LIMIT_S, program="pytest")
-        if finished.timed_out:
-            return -1, f"pytest handout did not finish in {HANDOUT_LIMIT_S} s"
-        return finished.returncode, (finished.stdout + finished.stderr)[-4000:]
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", *args],
-            cwd=ROOT,
-            env=_cpu_env(device),
-            capture_output=True,
-            text=True,
-            timeout=HANDOUT_LIMIT_S,
-            errors="replace",
-        )
-    except subprocess.TimeoutExpired:
+    finished = cli_fork.run(args, env=_cpu_env(device), cwd=ROOT, timeout=HANDOUT_LIMIT_S, via=cli, program="pytest")
+    if finished.timed_out:
         return -1, f"pytest handout did not finish in {HANDOUT_LIMIT_S} s"
-    return proc.returncode, (proc.stdout + proc.stderr)[-4000:]
+    return finished.returncode, (finished.stdout + finished.stderr)[-4000:]
 
 
 def _run(entry: dict[str, Any], base: Path, device: str, cli: ForkedCLI | None = None) -> Run:
@@ -126,25 +111,10 @@ def _run(entry: dict[str, Any], base: Path, device: str, cli: ForkedCLI | None =
     submission, out = work / "submission", work / "out"
     shutil.copytree(HERE / "submissions" / entry["name"], submission)
     args = ["grade", str(submission), "--out", str(out), "--problems", ",".join(entry["problems"]), "--device", device]
-    if cli is not None:
-        finished = cli.run(args, env=_cpu_env(device), cwd=ROOT, timeout=GRADE_LIMIT_S)
-        code, stderr = (-1 if finished.timed_out else finished.returncode), finished.stderr
-        if finished.timed_out:
-            stderr = f"the grading did not finish in {GRADE_LIMIT_S} s\n{stderr}"
-    else:
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "grader.cli", *args],
-                cwd=ROOT,
-                env=_cpu_env(device),
-                capture_output=True,
-                text=True,
-                timeout=GRADE_LIMIT_S,
-                errors="replace",
-            )
-            code, stderr = proc.returncode, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            code, stderr = -1, f"the grading did not finish in {GRADE_LIMIT_S} s\n{exc.stderr or ''}"
+    finished = cli_fork.run(args, env=_cpu_env(device), cwd=ROOT, timeout=GRADE_LIMIT_S, via=cli)
+    code, stderr = (-1 if finished.timed_out else finished.returncode), finished.stderr
+    if finished.timed_out:
+        stderr = f"the grading did not finish in {GRADE_LIMIT_S} s\n{stderr}"
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.is_file() else None
     run = Run(entry, device, code, stderr, result)
