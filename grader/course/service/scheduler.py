@@ -118,8 +118,8 @@ class Scheduler:
                 track,
             )
 
-        what = f"job {job.id} ({job.mode} of {job.person_id}, {job.problems or 'every problem'}"
-        LOG.info("grading %s, attempt %d)", what, job.attempts)
+        what = f"{job.mode} of {job.person_id}, {job.problems or 'every problem'}"
+        LOG.info("grading job %d (%s, attempt %d)", job.id, what, job.attempts)
         began = time.monotonic()
         try:
             outcome = grade()
@@ -147,8 +147,9 @@ class Scheduler:
             return
         result = outcome.result
         LOG.info(
-            "%s: %s, %g / %g in %.1f s%s",
-            what + ")",
+            "job %d (%s): %s, %g / %g in %.1f s%s",
+            job.id,
+            what,
             outcome.state,
             result.score,
             result.max_score,

@@ -9,7 +9,6 @@ files folder (GRADER_HIDE, as `grader batch` hides its results).
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from grader.course.service.app import Server
 from grader.course.service.connections import GuardedH11Protocol
 from grader.course.service.jobs import GradingSetup
 from grader.course.service.quotas import effective
-from grader.course.service.scheduler import Scheduler
+from grader.course.service.scheduler import LOG, Scheduler
 from grader.engine.assignment.load import load_assignment
 from grader.engine.orchestrator.launch import resolve_device
 from grader.engine.spec.model import DEFAULT_SPEC
@@ -127,7 +126,7 @@ def log_config() -> dict[str, Any]:
     """uvicorn's logging, with the queue's lines (grader.serve: each grading's start and end) in
     the same format beside its request lines."""
     config = copy.deepcopy(LOGGING_CONFIG)
-    config["loggers"]["grader.serve"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    config["loggers"][LOG.name] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     return config
 
 
@@ -155,4 +154,4 @@ def serve(options: ServeOptions) -> None:
     except KeyboardInterrupt:
         # Ctrl-C is how a server is stopped: uvicorn has shut down (the queue stopped, the gradings
         # in flight back in it for the next start) and hands the signal on; that is no error
-        logging.getLogger("grader.serve").info("stopped; the gradings in flight are queued for the next start")
+        LOG.info("stopped; the gradings in flight are queued for the next start")

@@ -38,8 +38,8 @@ class TestGroup:
     status: str
     message: str
     tests: list[TestResult]
-    #: (test, message) for the group's tests whose message differs from the first in numbers only
-    variants: list[tuple[TestResult, str]] = field(default_factory=list)
+    #: the group's tests whose message differs from the first in numbers only
+    variants: list[TestResult] = field(default_factory=list)
 
 
 #: a number in a message: decimal, with a fraction or an exponent, or hexadecimal (an address)
@@ -61,7 +61,7 @@ def failure_groups(tests: list[TestResult]) -> list[TestGroup]:
         group = groups.setdefault(key, TestGroup(test.status, test.message, []))
         group.tests.append(test)
         if test.message != group.message:
-            group.variants.append((test, test.message))
+            group.variants.append(test)
     return sorted(groups.values(), key=lambda g: STATUS_ORDER[g.status])
 
 
