@@ -47,6 +47,12 @@ class Finished:
     stderr: str
     timed_out: bool = False
 
+    def grading(self, limit_s: float) -> tuple[int, str]:
+        """(exit code, stderr) as the corpora read a grading: -1 and a first line saying so past its limit."""
+        if self.timed_out:
+            return -1, f"the grading did not finish in {limit_s:g} s\n{self.stderr}"
+        return self.returncode, self.stderr
+
 
 # ---- the server (its own process) ---------------------------------------------------------------
 
@@ -88,10 +94,28 @@ def serve() -> None:
             os.write(replies, json.dumps({"id": children.pop(pid), "code": code}).encode() + b"\n")
 
 
-def _child(request: dict) -> None:
-    """Become the command line's process: its files, folder and environment, then the CLI."""
+def run_program(program: str, argv: list[str], rss: str | None) -> int:
+    """`grader ARGV` or `pytest ARGV` in this process (a forked child, or a fresh interpreter:
+    `FRESH`), its peak memory written to the file `rss` names after it, if any."""
     import resource
 
+    if program == "pytest":
+        import pytest
+
+        sys.argv = ["pytest", *argv]
+        code = int(pytest.main(argv))
+    else:
+        from grader.cli import main
+
+        sys.argv = ["grader", *argv]
+        code = main(argv)
+    if rss:
+        Path(rss).write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+    return code
+
+
+def _child(request: dict) -> None:
+    """Become the command line's process: its files, folder and environment, then the CLI."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
@@ -101,19 +125,7 @@ def _child(request: dict) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None  # read TMPDIR again, from this command line's environment
-    if request["program"] == "pytest":
-        import pytest
-
-        sys.argv = ["pytest", *request["argv"]]
-        code = int(pytest.main(request["argv"]))
-    else:
-        from grader.cli import main
-
-        sys.argv = ["grader", *request["argv"]]
-        code = main(request["argv"])
-    if request.get("rss"):
-        Path(request["rss"]).write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
-    sys.exit(code)
+    sys.exit(run_program(request["program"], request["argv"], request.get("rss")))
 
 
 # ---- the client (the test's process) --------------------------------------------------------------
@@ -206,17 +218,9 @@ class ForkedCLI:
 
 #: a fresh interpreter's program: `grader` or `pytest`, then the file its peak memory goes to ("" for none)
 FRESH = """
-import resource, sys
-program, rss, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
-if program == "pytest":
-    import pytest
-    code = int(pytest.main(argv))
-else:
-    from grader.cli import main
-    code = main(argv)
-if rss:
-    open(rss, "w").write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
-sys.exit(code)
+import sys
+from tests.cli_fork import run_program
+sys.exit(run_program(sys.argv[1], sys.argv[3:], sys.argv[2]))
 """
 
 

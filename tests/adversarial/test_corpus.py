@@ -3,10 +3,9 @@
 Each entry is graded in its own `grader grade` process (the orchestrator), forked from one that
 imported the grader once (tests/cli_fork.py), so that gradings run side by side, so that an
 attack on the orchestrator would show as a crashed process, and so that the orchestrator's peak
-memory can be read back. Only the entries whose
-tests were selected are graded, once per session. On top of each entry's own assertions, every
-grading must: exit 0, write a valid result, leave the submission folder as it was, and leave no
-worker process behind.
+memory can be read back. Only the entries whose tests were selected are graded, once per
+session. On top of each entry's own assertions, every grading must: exit 0, write a valid
+result, leave the submission folder as it was, and leave no worker process behind.
 """
 
 from __future__ import annotations
@@ -188,9 +187,7 @@ def _grade(entry: dict[str, Any], base: Path, cli: ForkedCLI | None = None) -> G
     # attack reading the orchestrator's (the secret entries) needs an orchestrator exec'd for it
     via = None if entry.get("secret") else cli
     finished = cli_fork.run(args, env=env, cwd=ROOT, timeout=GRADE_LIMIT_S, via=via, rss=rss_file)
-    code, stderr = (-1 if finished.timed_out else finished.returncode), finished.stderr
-    if finished.timed_out:
-        stderr = f"the grading did not finish in {GRADE_LIMIT_S} s\n{stderr}"
+    code, stderr = finished.grading(GRADE_LIMIT_S)
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.is_file() else None
     files = (

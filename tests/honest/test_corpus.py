@@ -112,9 +112,7 @@ def _run(entry: dict[str, Any], base: Path, device: str, cli: ForkedCLI | None =
     shutil.copytree(HERE / "submissions" / entry["name"], submission)
     args = ["grade", str(submission), "--out", str(out), "--problems", ",".join(entry["problems"]), "--device", device]
     finished = cli_fork.run(args, env=_cpu_env(device), cwd=ROOT, timeout=GRADE_LIMIT_S, via=cli)
-    code, stderr = (-1 if finished.timed_out else finished.returncode), finished.stderr
-    if finished.timed_out:
-        stderr = f"the grading did not finish in {GRADE_LIMIT_S} s\n{stderr}"
+    code, stderr = finished.grading(GRADE_LIMIT_S)
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.is_file() else None
     run = Run(entry, device, code, stderr, result)
